@@ -1,0 +1,31 @@
+# The README and CI call these targets as they are.
+VENV := .venv
+PY := $(VENV)/bin/python
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export PATH := $(abspath $(VENV)/bin):$(PATH)
+
+.PHONY: setup demo test lint fmt clean
+
+setup:
+	bash scripts/setup.sh
+
+# README command 1: set everything up, then run the main job.
+demo: setup
+	$(VENV)/bin/recon demo
+
+# README command 2: the whole test suite (lint and types included).
+test: setup lint
+	bash scripts/run-tests.sh
+
+lint:
+	$(VENV)/bin/ruff check recon jobs dags plugins tests scripts
+	$(VENV)/bin/ruff format --check recon jobs dags plugins tests scripts
+	$(VENV)/bin/mypy
+
+fmt:
+	$(VENV)/bin/ruff format recon jobs dags plugins tests scripts
+	$(VENV)/bin/ruff check --fix recon jobs dags plugins tests scripts
+
+clean:
+	rm -rf $(VENV) recon/_proto demo-data var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,219 @@
+"""Pipeline config (contract 2.3): YAML parsed into frozen dataclasses, rejected loudly.
+
+Every error is one line naming the file, the key and the fix. Relative paths in a config are
+resolved against the folder the config file is in, so a pipelines folder can travel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from recon.decoders import FORMATS
+from recon.errors import ConfigError
+from recon.sqlddl import TableDef, parse_create_table
+
+FINDINGS = ("offset_gap", "duplicate", "quarantined", "orphan_segment", "open_transaction",
+            "seq_gap", "gtid_gap", "reconcile_mismatch", "stale", "balance")
+_NAME_RE = re.compile(r"^[a-z0-9_]+$")
+_TABLE_RE = re.compile(r"^[^.\s]+\.[^.\s]+$")
+_TOP_KEYS = {"name", "format", "raw_path", "topics", "warehouse", "start", "snapshot", "tables",
+             "audit", "description"}
+_TABLE_KEYS = {"primary_key", "columns", "ddl"}
+_AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    name: str  # db.table
+    primary_key: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    ddl: str | None = None
+
+    def table_def(self) -> TableDef | None:
+        """Column names/types known from the config (`ddl:` wins over `columns:`)."""
+        if self.ddl:
+            _, _, tdef = parse_create_table(self.ddl)
+            if self.primary_key:
+                tdef.primary_key = list(self.primary_key)
+            return tdef
+        if self.columns:
+            return TableDef(list(self.columns), {}, list(self.primary_key))
+        return None
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    fail_on: tuple[str, ...] = ("offset_gap", "quarantined", "reconcile_mismatch", "balance")
+    open_transaction_hours: int = 3
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    name: str
+    format: str
+    raw_path: Path
+    topics: tuple[str, ...]
+    warehouse: Path
+    start: datetime
+    tables: dict[str, TableConfig]
+    snapshot_path: Path | None = None
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    source_file: Path | None = None
+
+    @property
+    def dag_id(self) -> str:
+        return f"recon_{self.name}"
+
+
+def _fail(path: Path, key: str, msg: str) -> ConfigError:
+    return ConfigError(f"{path}: `{key}`: {msg}")
+
+
+def _path(path: Path, key: str, value: Any) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(path, key, "must be a folder path (text), e.g. /data/raw")
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (path.parent / p).resolve()
+
+
+def _start(path: Path, value: Any) -> datetime:
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise _fail(path, "start", f"{value!r} is not a time; write e.g. 2026-11-20T00:00:00Z") from None
+        dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    else:
+        raise _fail(path, "start", "missing or not a time; write e.g. 2026-11-20T00:00:00Z")
+    dt = dt.astimezone(UTC)
+    if dt.minute or dt.second or dt.microsecond:
+        raise _fail(path, "start", f"{value} is not at the top of an hour; use e.g. {dt:%Y-%m-%dT%H}:00:00Z")
+    return dt
+
+
+def _str_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _fail(path, key, "must be a list of names, e.g. [id]")
+    return tuple(value)
+
+
+def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
+    if not isinstance(value, dict) or not value:
+        raise _fail(path, "tables", "must map at least one db.table to its options, e.g. shop.orders: {}")
+    out = {}
+    for name, opts in value.items():
+        key = f"tables.{name}"
+        if not isinstance(name, str) or not _TABLE_RE.match(name):
+            raise _fail(path, key, "table names are written db.table, e.g. shop.orders")
+        opts = opts or {}
+        if not isinstance(opts, dict):
+            raise _fail(path, key, "options must be a mapping, e.g. {primary_key: [id]}")
+        unknown = set(opts) - _TABLE_KEYS
+        if unknown:
+            raise _fail(path, f"{key}.{sorted(unknown)[0]}",
+                        f"unknown option; valid options are {', '.join(sorted(_TABLE_KEYS))}")
+        pk = _str_list(path, f"{key}.primary_key", opts["primary_key"]) if "primary_key" in opts else ()
+        cols = _str_list(path, f"{key}.columns", opts["columns"]) if "columns" in opts else ()
+        ddl = opts.get("ddl")
+        if ddl is not None:
+            if not isinstance(ddl, str):
+                raise _fail(path, f"{key}.ddl", "must be a CREATE TABLE statement (text)")
+            try:
+                parse_create_table(ddl)
+            except ValueError as err:
+                raise _fail(path, f"{key}.ddl", f"{err}; write CREATE TABLE t (id INT PRIMARY KEY, ...)") from None
+        out[name] = TableConfig(name, pk, cols, ddl)
+    return out
+
+
+def _audit(path: Path, value: Any) -> AuditConfig:
+    if value is None:
+        return AuditConfig()
+    if not isinstance(value, dict):
+        raise _fail(path, "audit", "must be a mapping, e.g. {fail_on: [offset_gap]}")
+    unknown = set(value) - _AUDIT_KEYS
+    if unknown:
+        raise _fail(path, f"audit.{sorted(unknown)[0]}",
+                    f"unknown option; valid options are {', '.join(sorted(_AUDIT_KEYS))}")
+    fail_on = AuditConfig.fail_on
+    if "fail_on" in value:
+        fail_on = _str_list(path, "audit.fail_on", value["fail_on"])
+        for f in fail_on:
+            if f not in FINDINGS:
+                raise _fail(path, "audit.fail_on", f"{f!r} is not a finding; use any of {', '.join(FINDINGS)}")
+    hours = value.get("open_transaction_hours", AuditConfig.open_transaction_hours)
+    if not isinstance(hours, int) or hours < 1:
+        raise _fail(path, "audit.open_transaction_hours", "must be a whole number of hours >= 1")
+    return AuditConfig(tuple(fail_on), hours)
+
+
+def parse_config(data: Any, path: Path) -> PipelineConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the file must hold a YAML mapping (name: ..., format: ...)")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        k = sorted(unknown)[0]
+        raise _fail(path, k, f"unknown key; valid keys are {', '.join(sorted(_TOP_KEYS))}")
+    for k in ("name", "format", "raw_path", "topics", "warehouse", "start", "tables"):
+        if k not in data:
+            raise _fail(path, k, "missing; every pipeline needs name, format, raw_path, topics, warehouse, start, tables")
+    name = data["name"]
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise _fail(path, "name", f"{name!r} is not allowed; use lower-case letters, digits and _ (it becomes DAG id recon_<name>)")
+    fmt = data["format"]
+    if fmt not in FORMATS:
+        raise _fail(path, "format", f"{fmt!r} is not a format; use one of {', '.join(FORMATS)}")
+    topics = _str_list(path, "topics", data["topics"])
+    if not topics:
+        raise _fail(path, "topics", "name at least one topic")
+    snap = data.get("snapshot")
+    snapshot_path = None
+    if snap is not None:
+        if not isinstance(snap, dict) or set(snap) != {"path"}:
+            raise _fail(path, "snapshot", "must be {path: /folder/of/the/snapshot}")
+        snapshot_path = _path(path, "snapshot.path", snap["path"])
+    return PipelineConfig(
+        name=name,
+        format=fmt,
+        raw_path=_path(path, "raw_path", data["raw_path"]),
+        topics=topics,
+        warehouse=_path(path, "warehouse", data["warehouse"]),
+        start=_start(path, data["start"]),
+        tables=_tables(path, data["tables"]),
+        snapshot_path=snapshot_path,
+        audit=_audit(path, data.get("audit")),
+        source_file=path,
+    )
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such pipeline file; pass the path of a pipeline YAML, e.g. pipelines/shop.yaml")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{p}: not valid YAML{where}: {problem}; fix the syntax") from None
+    return parse_config(data, p.resolve())
+
+
+def load_folder(folder: str | Path) -> tuple[list[PipelineConfig], dict[Path, str]]:
+    """Every `*.yaml`/`*.yml` in a folder: the valid configs, and one error line per bad file."""
+    good, bad = [], {}
+    for p in sorted(Path(folder).glob("*.y*ml")):
+        try:
+            good.append(load_config(p))
+        except ConfigError as err:
+            bad[p] = str(err)
+    return good, bad

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Build .venv from nothing: pinned dependencies, the pyspark fix-up, generated protobuf code.
+# Safe to re-run; it only reinstalls what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade "pip>=24"
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+# apache-airflow-providers-apache-spark pulls pyspark-client, which overwrites ~100 of pyspark's
+# Python files with an incompatible version; pip check stays silent and mapInArrow then dies with
+# a Py4J constructor error. Reinstalling pyspark last restores its own files
+# (tests/test_environment.py runs a real mapInArrow job to keep this fixed).
+PYSPARK_VERSION=$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)
+.venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==${PYSPARK_VERSION}"
+# Generated protobuf code is a build output, never committed.
+mkdir -p recon/_proto
+.venv/bin/python -m grpc_tools.protoc -Iproto --python_out=recon/_proto proto/*.proto
+touch recon/_proto/__init__.py
+echo "setup: .venv ready ($(.venv/bin/python --version), pyspark ${PYSPARK_VERSION})"
