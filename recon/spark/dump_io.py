@@ -1,0 +1,122 @@
+"""Read one hour of raw Kafka dumps (contract 2.1) into the normalized raw-record frame.
+
+Layout: `<raw_path>/<topic>/dt=YYYY-MM-DD/hour=HH/part-*.parquet | part-*.jsonl[.gz]` plus
+`_SUCCESS` once the hour is complete. Parquet files use Spark's Kafka source schema; JSON Lines use
+the same names with base64 `key`/`value`/header values and epoch-millisecond `timestamp`. A JSON
+line that cannot be read at all is kept, with its text, for the quarantine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from recon.errors import ReconError
+from recon.hours import dump_partition, format_hour
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+JSONL_SCHEMA = (
+    "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp BIGINT, "
+    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: STRING>>, _corrupt STRING"
+)
+
+
+@dataclass(frozen=True)
+class HourFiles:
+    topic: str
+    folder: Path
+    complete: bool
+    parquet: tuple[str, ...]
+    jsonl: tuple[str, ...]
+
+
+def hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
+    dt, hh = dump_partition(hour)
+    return raw_path / topic / f"dt={dt}" / f"hour={hh}"
+
+
+def list_hour(raw_path: Path, topic: str, hour: datetime) -> HourFiles:
+    folder = hour_folder(raw_path, topic, hour)
+    if not folder.is_dir():
+        return HourFiles(topic, folder, False, (), ())
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    parquet = tuple(str(folder / n) for n in names if n.startswith("part-") and n.endswith(".parquet"))
+    jsonl = tuple(str(folder / n) for n in names
+                  if n.startswith("part-") and (n.endswith(".jsonl") or n.endswith(".jsonl.gz")))
+    return HourFiles(topic, folder, (folder / "_SUCCESS").is_file(), parquet, jsonl)
+
+
+def check_complete(files: list[HourFiles], hour: datetime, allow_incomplete: bool) -> None:
+    missing = [f for f in files if not f.complete]
+    if missing and not allow_incomplete:
+        f = missing[0]
+        raise ReconError(
+            f"hour {format_hour(hour)} of topic {f.topic} is not complete: no {f.folder}/_SUCCESS; "
+            f"wait for the dumper, or pass --allow-incomplete to decode what is there"
+        )
+
+
+def read_hour(spark: SparkSession, files: list[HourFiles]) -> tuple[DataFrame, DataFrame]:
+    """(records, unreadable): normalized raw records, and JSON lines that could not be parsed.
+
+    records: topic, partition, offset, key, value, ts_ms, headers, carried=false, skip=0.
+    unreadable: topic, file, line (text).
+    """
+    from pyspark.sql import functions as F
+
+    frames = []
+    bad_frames = []
+    for hf in files:
+        if hf.parquet:
+            df = spark.read.option("mergeSchema", "true").parquet(*hf.parquet)
+            cols = set(df.columns)
+            headers = (F.col("headers").cast("array<struct<key:string,value:binary>>")
+                       if "headers" in cols else F.lit(None).cast("array<struct<key:string,value:binary>>"))
+            ts = (F.col("timestamp").cast("timestamp").cast("double") * 1000).cast("long") \
+                if "timestamp" in cols else F.lit(None).cast("long")
+            frames.append(df.select(
+                F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
+                F.col("partition").cast("int").alias("partition"),
+                F.col("offset").cast("long").alias("offset"),
+                F.col("key").cast("binary").alias("key"),
+                F.col("value").cast("binary").alias("value"),
+                ts.alias("ts_ms"),
+                headers.alias("headers"),
+            ))
+        if hf.jsonl:
+            raw = (spark.read.schema(JSONL_SCHEMA)
+                   .option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
+                   .json(list(hf.jsonl)))
+            ok = raw.where(F.col("_corrupt").isNull() & F.col("partition").isNotNull()
+                           & F.col("offset").isNotNull())
+            bad = raw.where(F.col("_corrupt").isNotNull() | F.col("partition").isNull()
+                            | F.col("offset").isNull())
+            frames.append(ok.select(
+                F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
+                F.col("partition"),
+                F.col("offset"),
+                F.unbase64("key").alias("key"),
+                F.unbase64("value").alias("value"),
+                F.col("timestamp").alias("ts_ms"),
+                F.transform("headers", lambda h: F.struct(h["key"].alias("key"),
+                                                          F.unbase64(h["value"]).alias("value")))
+                .alias("headers"),
+            ))
+            bad_frames.append(bad.select(
+                F.lit(hf.topic).alias("topic"), F.input_file_name().alias("file"),
+                F.coalesce(F.col("_corrupt"), F.to_json(F.struct(*[c for c in raw.columns if c != "_corrupt"])))
+                .alias("line")))
+    empty = spark.createDataFrame([], "topic string, partition int, offset long, key binary, "
+                                  "value binary, ts_ms long, headers array<struct<key:string,value:binary>>")
+    records = empty
+    for f in frames:
+        records = records.unionByName(f)
+    records = records.withColumn("carried", F.lit(False)).withColumn("skip", F.lit(0))
+    bad_all = spark.createDataFrame([], "topic string, file string, line string")
+    for b in bad_frames:
+        bad_all = bad_all.unionByName(b)
+    return records, bad_all

@@ -1,0 +1,37 @@
+"""Spark sessions for `recon` commands and spark-submit jobs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSession:
+    """The session: spark-submit's when launched by it, else a local one on this machine.
+
+    Spark's Python workers run `python3` from PATH unless told otherwise, which outside the venv
+    lacks our dependencies: point them at this interpreter.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT) with the submitted master.
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or os.environ.get("RECON_SPARK_MASTER", "local[*]"))
+    builder = (
+        builder.config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", os.environ.get("RECON_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("RECON_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
