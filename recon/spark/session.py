@@ -28,6 +28,7 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
         builder.config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", os.environ.get("RECON_SHUFFLE_PARTITIONS", "8"))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     )

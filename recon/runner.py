@@ -1,0 +1,36 @@
+"""`recon run`: every stage for each hour, in order, on one local Spark session.
+
+Stages so far: decode. Merge/publish (issue 3) and audit (issue 4) are added here as they land.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recon.config import load_config
+from recon.hours import format_hour, hour_range, parse_hour
+
+
+def run_hours(pipeline: str, first: str, last: str | None,
+              allow_incomplete: bool = False, quiet: bool = False) -> list[dict[str, Any]]:
+    from recon.cli import _print_counters
+    from recon.spark.decode_stage import decode_hour
+    from recon.spark.session import get_spark
+
+    cfg = load_config(pipeline)
+    h0 = parse_hour(first, "--from")
+    h1 = parse_hour(last, "--to") if last else h0
+    hours = hour_range(h0, h1)
+    if h0 < cfg.start:
+        from recon.errors import ConfigError
+
+        raise ConfigError(f"--from {first} is before the pipeline's start "
+                          f"{format_hour(cfg.start)}; start at or after it")
+    spark = get_spark(f"recon-run-{cfg.name}")
+    results = []
+    for h in hours:
+        counters = decode_hour(spark, cfg, h, allow_incomplete=allow_incomplete)
+        if not quiet:
+            _print_counters(counters)
+        results.append(counters)
+    return results
