@@ -49,7 +49,8 @@ def fold(events: Iterable[dict[str, Any]],
                 mult[k] = mult.get(k, 0) + 1
                 rows[k] = (ok, after)
             continue
-        if before is not None and ev["op"] in ("update", "delete"):
+        # a before image without all key columns (Paimon's partial `before`) cannot move the key
+        if before is not None and ev["op"] in ("update", "delete") and all(c in before for c in pk):
             old_key = _key(pk, before)
             if ev["op"] == "delete" or (after is not None and _key(pk, after) != old_key):
                 cur = rows.get(old_key)

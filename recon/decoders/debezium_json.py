@@ -95,6 +95,9 @@ def _convert(v: object, logical: str, f: dict | None) -> str | None:
         return number_text(v)
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, dict) and "wkb" in v:
+        # a Debezium geometry struct {wkb, srid[, x, y]} sent without its schema
+        return str(v["wkb"]) if v["wkb"] is not None else None
     if isinstance(v, str):
         if logical == "timestamp":
             return parse_timestamp_text(v) or v
@@ -112,6 +115,8 @@ def _infer(v: object) -> str:
         return "float64"
     if isinstance(v, str):
         return "string"
+    if isinstance(v, dict) and "wkb" in v:
+        return "binary"
     return "json" if v is not None else "unknown"
 
 
