@@ -16,7 +16,8 @@ def _add_pipeline(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="recon", description="Reconcile MySQL/MariaDB CDC streams dumped from Kafka.")
+        prog="recon", description="Reconcile MySQL/MariaDB CDC streams dumped from Kafka."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check pipeline configs (a file or a folder of them)")
@@ -26,16 +27,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline(p)
     p.add_argument("--hour", required=True, metavar="HOUR", help="YYYY-MM-DDTHH (UTC)")
     p.add_argument("--run-id", default=None, help="identifier recorded in the outputs")
-    p.add_argument("--allow-incomplete", action="store_true",
-                   help="decode an hour whose _SUCCESS marker is missing")
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="decode an hour whose _SUCCESS marker is missing",
+    )
 
     p = sub.add_parser("run", help="run every stage for each hour in order, on a local Spark")
     _add_pipeline(p)
     p.add_argument("--from", dest="first", required=True, metavar="HOUR", help="YYYY-MM-DDTHH")
-    p.add_argument("--to", dest="last", default=None, metavar="HOUR",
-                   help="last hour, inclusive (default: --from)")
-    p.add_argument("--allow-incomplete", action="store_true",
-                   help="process hours whose _SUCCESS marker is missing")
+    p.add_argument(
+        "--to",
+        dest="last",
+        default=None,
+        metavar="HOUR",
+        help="last hour, inclusive (default: --from)",
+    )
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="process hours whose _SUCCESS marker is missing",
+    )
 
     p = sub.add_parser("demo", help="make a sample dump of every format, run it, print a summary")
     p.add_argument("--dir", default="demo-data", help="where the sample data and outputs go")
@@ -70,8 +82,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         cfg = load_config(args.pipeline)
         hour = parse_hour(args.hour, "--hour")
-        counters = decode_hour(get_spark(f"recon-decode-{cfg.name}"), cfg, hour, args.run_id,
-                               args.allow_incomplete)
+        counters = decode_hour(
+            get_spark(f"recon-decode-{cfg.name}"), cfg, hour, args.run_id, args.allow_incomplete
+        )
         _print_counters(counters)
         return 0
     if args.command == "run":
@@ -114,11 +127,13 @@ def _validate(paths: list[str]) -> int:
 
 def _print_counters(c: dict) -> None:
     t = c["totals"]
-    print(f"{c['pipeline']} {c['hour']}: {t.get('records', 0)} records read, "
-          f"{t.get('duplicates_in_hour', 0) + t.get('duplicates_cross_hour', 0)} duplicates, "
-          f"{sum(c['events_by_op'].values())} events {c['events_by_op']}, "
-          f"{t.get('records_quarantined', 0) + t.get('unreadable_lines', 0)} quarantined, "
-          f"{t.get('records_carried_out', 0)} carried to the next hour")
+    print(
+        f"{c['pipeline']} {c['hour']}: {t.get('records', 0)} records read, "
+        f"{t.get('duplicates_in_hour', 0) + t.get('duplicates_cross_hour', 0)} duplicates, "
+        f"{sum(c['events_by_op'].values())} events {c['events_by_op']}, "
+        f"{t.get('records_quarantined', 0) + t.get('unreadable_lines', 0)} quarantined, "
+        f"{t.get('records_carried_out', 0)} carried to the next hour"
+    )
 
 
 if __name__ == "__main__":

@@ -18,12 +18,32 @@ from recon.decoders import FORMATS
 from recon.errors import ConfigError
 from recon.sqlddl import TableDef, parse_create_table
 
-FINDINGS = ("offset_gap", "duplicate", "quarantined", "orphan_segment", "open_transaction",
-            "seq_gap", "gtid_gap", "reconcile_mismatch", "stale", "balance")
+FINDINGS = (
+    "offset_gap",
+    "duplicate",
+    "quarantined",
+    "orphan_segment",
+    "open_transaction",
+    "seq_gap",
+    "gtid_gap",
+    "reconcile_mismatch",
+    "stale",
+    "balance",
+)
 _NAME_RE = re.compile(r"^[a-z0-9_]+$")
 _TABLE_RE = re.compile(r"^[^.\s]+\.[^.\s]+$")
-_TOP_KEYS = {"name", "format", "raw_path", "topics", "warehouse", "start", "snapshot", "tables",
-             "audit", "description"}
+_TOP_KEYS = {
+    "name",
+    "format",
+    "raw_path",
+    "topics",
+    "warehouse",
+    "start",
+    "snapshot",
+    "tables",
+    "audit",
+    "description",
+}
 _TABLE_KEYS = {"primary_key", "columns", "ddl"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 
@@ -89,13 +109,17 @@ def _start(path: Path, value: Any) -> datetime:
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise _fail(path, "start", f"{value!r} is not a time; write e.g. 2026-11-20T00:00:00Z") from None
+            raise _fail(
+                path, "start", f"{value!r} is not a time; write e.g. 2026-11-20T00:00:00Z"
+            ) from None
         dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
     else:
         raise _fail(path, "start", "missing or not a time; write e.g. 2026-11-20T00:00:00Z")
     dt = dt.astimezone(UTC)
     if dt.minute or dt.second or dt.microsecond:
-        raise _fail(path, "start", f"{value} is not at the top of an hour; use e.g. {dt:%Y-%m-%dT%H}:00:00Z")
+        raise _fail(
+            path, "start", f"{value} is not at the top of an hour; use e.g. {dt:%Y-%m-%dT%H}:00:00Z"
+        )
     return dt
 
 
@@ -107,7 +131,9 @@ def _str_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
 
 def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
     if not isinstance(value, dict) or not value:
-        raise _fail(path, "tables", "must map at least one db.table to its options, e.g. shop.orders: {}")
+        raise _fail(
+            path, "tables", "must map at least one db.table to its options, e.g. shop.orders: {}"
+        )
     out = {}
     for name, opts in value.items():
         key = f"tables.{name}"
@@ -118,9 +144,16 @@ def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
             raise _fail(path, key, "options must be a mapping, e.g. {primary_key: [id]}")
         unknown = set(opts) - _TABLE_KEYS
         if unknown:
-            raise _fail(path, f"{key}.{sorted(unknown)[0]}",
-                        f"unknown option; valid options are {', '.join(sorted(_TABLE_KEYS))}")
-        pk = _str_list(path, f"{key}.primary_key", opts["primary_key"]) if "primary_key" in opts else ()
+            raise _fail(
+                path,
+                f"{key}.{sorted(unknown)[0]}",
+                f"unknown option; valid options are {', '.join(sorted(_TABLE_KEYS))}",
+            )
+        pk = (
+            _str_list(path, f"{key}.primary_key", opts["primary_key"])
+            if "primary_key" in opts
+            else ()
+        )
         cols = _str_list(path, f"{key}.columns", opts["columns"]) if "columns" in opts else ()
         ddl = opts.get("ddl")
         if ddl is not None:
@@ -129,7 +162,9 @@ def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
             try:
                 parse_create_table(ddl)
             except ValueError as err:
-                raise _fail(path, f"{key}.ddl", f"{err}; write CREATE TABLE t (id INT PRIMARY KEY, ...)") from None
+                raise _fail(
+                    path, f"{key}.ddl", f"{err}; write CREATE TABLE t (id INT PRIMARY KEY, ...)"
+                ) from None
         out[name] = TableConfig(name, pk, cols, ddl)
     return out
 
@@ -141,14 +176,21 @@ def _audit(path: Path, value: Any) -> AuditConfig:
         raise _fail(path, "audit", "must be a mapping, e.g. {fail_on: [offset_gap]}")
     unknown = set(value) - _AUDIT_KEYS
     if unknown:
-        raise _fail(path, f"audit.{sorted(unknown)[0]}",
-                    f"unknown option; valid options are {', '.join(sorted(_AUDIT_KEYS))}")
+        raise _fail(
+            path,
+            f"audit.{sorted(unknown)[0]}",
+            f"unknown option; valid options are {', '.join(sorted(_AUDIT_KEYS))}",
+        )
     fail_on = AuditConfig.fail_on
     if "fail_on" in value:
         fail_on = _str_list(path, "audit.fail_on", value["fail_on"])
         for f in fail_on:
             if f not in FINDINGS:
-                raise _fail(path, "audit.fail_on", f"{f!r} is not a finding; use any of {', '.join(FINDINGS)}")
+                raise _fail(
+                    path,
+                    "audit.fail_on",
+                    f"{f!r} is not a finding; use any of {', '.join(FINDINGS)}",
+                )
     hours = value.get("open_transaction_hours", AuditConfig.open_transaction_hours)
     if not isinstance(hours, int) or hours < 1:
         raise _fail(path, "audit.open_transaction_hours", "must be a whole number of hours >= 1")
@@ -164,10 +206,18 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         raise _fail(path, k, f"unknown key; valid keys are {', '.join(sorted(_TOP_KEYS))}")
     for k in ("name", "format", "raw_path", "topics", "warehouse", "start", "tables"):
         if k not in data:
-            raise _fail(path, k, "missing; every pipeline needs name, format, raw_path, topics, warehouse, start, tables")
+            raise _fail(
+                path,
+                k,
+                "missing; every pipeline needs name, format, raw_path, topics, warehouse, start, tables",
+            )
     name = data["name"]
     if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise _fail(path, "name", f"{name!r} is not allowed; use lower-case letters, digits and _ (it becomes DAG id recon_<name>)")
+        raise _fail(
+            path,
+            "name",
+            f"{name!r} is not allowed; use lower-case letters, digits and _ (it becomes DAG id recon_<name>)",
+        )
     fmt = data["format"]
     if fmt not in FORMATS:
         raise _fail(path, "format", f"{fmt!r} is not a format; use one of {', '.join(FORMATS)}")
@@ -197,7 +247,9 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
 def load_config(path: str | Path) -> PipelineConfig:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"{p}: no such pipeline file; pass the path of a pipeline YAML, e.g. pipelines/shop.yaml")
+        raise ConfigError(
+            f"{p}: no such pipeline file; pass the path of a pipeline YAML, e.g. pipelines/shop.yaml"
+        )
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:

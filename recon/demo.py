@@ -28,25 +28,47 @@ from recon.hours import dump_partition, format_hour
 from recon.model import RawRecord
 
 DEMO_START = datetime(2026, 11, 20, 0, tzinfo=UTC)
-FILE_KIND = {"tencent_dts_pb": "parquet", "tdsql_json": "jsonl.gz", "canal_pb": "parquet",
-             "canal_json": "jsonl", "debezium_json": "parquet", "dataworks_json": "jsonl"}
+FILE_KIND = {
+    "tencent_dts_pb": "parquet",
+    "tdsql_json": "jsonl.gz",
+    "canal_pb": "parquet",
+    "canal_json": "jsonl",
+    "debezium_json": "parquet",
+    "dataworks_json": "jsonl",
+}
 PROJECT = Path(__file__).resolve().parent.parent
 PIPELINES = PROJECT / "pipelines"
 
-_KAFKA_SCHEMA = pa.schema([
-    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("timestampType", pa.int32()),
-    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-])
+_KAFKA_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ]
+)
 
 
-def write_dump(raw: Path, topic: str, records: list[RawRecord], kind: str, hours: list[datetime],
-               files_per_hour: int = 2, seed: int = 1) -> None:
+def write_dump(
+    raw: Path,
+    topic: str,
+    records: list[RawRecord],
+    kind: str,
+    hours: list[datetime],
+    files_per_hour: int = 2,
+    seed: int = 1,
+) -> None:
     """Write records into the dump layout, bucketed by record timestamp, shuffled over files."""
     rnd = random.Random(seed)
     by_hour: dict[str, list[RawRecord]] = {format_hour(h): [] for h in hours}
     for r in records:
-        h = datetime.fromtimestamp((r.ts_ms or 0) / 1000, UTC).replace(minute=0, second=0, microsecond=0)
+        h = datetime.fromtimestamp((r.ts_ms or 0) / 1000, UTC).replace(
+            minute=0, second=0, microsecond=0
+        )
         by_hour.setdefault(format_hour(h), []).append(r)
     for hour_text, recs in by_hour.items():
         h = datetime.strptime(hour_text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
@@ -58,18 +80,41 @@ def write_dump(raw: Path, topic: str, records: list[RawRecord], kind: str, hours
         for i in range(files_per_hour):
             chunk = recs[i::files_per_hour]
             if kind == "parquet":
-                table = pa.Table.from_pylist([{
-                    "key": r.key, "value": r.value, "topic": r.topic, "partition": r.partition,
-                    "offset": r.offset,
-                    "timestamp": datetime.fromtimestamp((r.ts_ms or 0) / 1000, UTC),
-                    "timestampType": 0, "headers": r.headers} for r in chunk], schema=_KAFKA_SCHEMA)
+                table = pa.Table.from_pylist(
+                    [
+                        {
+                            "key": r.key,
+                            "value": r.value,
+                            "topic": r.topic,
+                            "partition": r.partition,
+                            "offset": r.offset,
+                            "timestamp": datetime.fromtimestamp((r.ts_ms or 0) / 1000, UTC),
+                            "timestampType": 0,
+                            "headers": r.headers,
+                        }
+                        for r in chunk
+                    ],
+                    schema=_KAFKA_SCHEMA,
+                )
                 pq.write_table(table, folder / f"part-{i:05d}.parquet")
             else:
-                lines = b"".join(orjson.dumps({
-                    "key": base64.b64encode(r.key).decode() if r.key is not None else None,
-                    "value": base64.b64encode(r.value).decode() if r.value is not None else None,
-                    "topic": r.topic, "partition": r.partition, "offset": r.offset,
-                    "timestamp": r.ts_ms, "timestampType": 0}) + b"\n" for r in chunk)
+                lines = b"".join(
+                    orjson.dumps(
+                        {
+                            "key": base64.b64encode(r.key).decode() if r.key is not None else None,
+                            "value": base64.b64encode(r.value).decode()
+                            if r.value is not None
+                            else None,
+                            "topic": r.topic,
+                            "partition": r.partition,
+                            "offset": r.offset,
+                            "timestamp": r.ts_ms,
+                            "timestampType": 0,
+                        }
+                    )
+                    + b"\n"
+                    for r in chunk
+                )
                 if kind == "jsonl.gz":
                     (folder / f"part-{i:05d}.jsonl.gz").write_bytes(gzip.compress(lines))
                 else:
@@ -90,12 +135,19 @@ def make_demo_data(root: Path, hours: int) -> dict[str, Any]:
         if fmt == "tencent_dts_pb":
             _straddle_last_envelope(recs, hour_list[0])
         if fmt == "dataworks_json":
-            recs.append(RawRecord(topic, 0, recs[-1].offset + 1, None, b"\x00garbage{not json",
-                                  recs[-1].ts_ms))
+            recs.append(
+                RawRecord(
+                    topic, 0, recs[-1].offset + 1, None, b"\x00garbage{not json", recs[-1].ts_ms
+                )
+            )
         # at-least-once dumper: a few records delivered again, in their hour and in the next
-        again = [RawRecord(r.topic, r.partition, r.offset, r.key, r.value, r.ts_ms) for r in recs[5:8]]
-        late = [RawRecord(r.topic, r.partition, r.offset, r.key, r.value,
-                          (r.ts_ms or 0) + 3600_000) for r in recs[10:12]]
+        again = [
+            RawRecord(r.topic, r.partition, r.offset, r.key, r.value, r.ts_ms) for r in recs[5:8]
+        ]
+        late = [
+            RawRecord(r.topic, r.partition, r.offset, r.key, r.value, (r.ts_ms or 0) + 3600_000)
+            for r in recs[10:12]
+        ]
         write_dump(raw, topic, recs + again + late, FILE_KIND[fmt], hour_list)
     # out-of-band snapshot: the table after the first third of the transactions
     cut = len(txns) // 3
@@ -107,12 +159,21 @@ def make_demo_data(root: Path, hours: int) -> dict[str, Any]:
     with (snap / "shop.orders" / "part-00000.jsonl").open("w") as f:
         for _, row in sorted(rows.items()):
             f.write(json.dumps({c: _snap_value(row[c]) for c in sample.COLUMNS}) + "\n")
-    (snap / "_watermark.json").write_text(json.dumps({
-        "gtid_set": f"{sample.SERVER_UUID}:1-{txns[cut - 1].gtid_no}",
-        "binlog": {"file": txns[cut - 1].file, "pos": txns[cut - 1].pos + 400},
-        "taken_at": datetime.fromtimestamp(txns[cut - 1].ts_ms / 1000, UTC).isoformat()}, indent=2))
-    return {"hours": hour_list, "transactions": len(txns),
-            "rows_at_end": len(sample.final_state(txns))}
+    (snap / "_watermark.json").write_text(
+        json.dumps(
+            {
+                "gtid_set": f"{sample.SERVER_UUID}:1-{txns[cut - 1].gtid_no}",
+                "binlog": {"file": txns[cut - 1].file, "pos": txns[cut - 1].pos + 400},
+                "taken_at": datetime.fromtimestamp(txns[cut - 1].ts_ms / 1000, UTC).isoformat(),
+            },
+            indent=2,
+        )
+    )
+    return {
+        "hours": hour_list,
+        "transactions": len(txns),
+        "rows_at_end": len(sample.final_state(txns)),
+    }
 
 
 def _snap_value(v: object) -> object:
@@ -141,7 +202,7 @@ def _straddle_last_envelope(recs: list[RawRecord], first_hour: datetime) -> None
     if not candidates:
         raise ReconError("demo: no multi-segment envelope in the first hour to split")
     g = candidates[-1]
-    for r in g[len(g) // 2:]:
+    for r in g[len(g) // 2 :]:
         r.ts_ms = end_ms + 500
 
 
@@ -155,8 +216,10 @@ def run_demo(root: Path, hours: int) -> None:
     if root != expected_root:
         raise ReconError(f"the demo pipelines read {expected_root}; run without --dir")
     first, last = format_hour(facts["hours"][0]), format_hour(facts["hours"][-1])
-    print(f"demo: {facts['transactions']} source transactions over {hours} hours "
-          f"({first} .. {last}), encoded in 6 formats under {root / 'raw'}")
+    print(
+        f"demo: {facts['transactions']} source transactions over {hours} hours "
+        f"({first} .. {last}), encoded in 6 formats under {root / 'raw'}"
+    )
     summary = []
     for fmt in sample.ENCODERS:
         path = PIPELINES / f"demo_{fmt}.yaml"
@@ -171,18 +234,24 @@ def run_demo(root: Path, hours: int) -> None:
                 ops[k] = ops.get(k, 0) + int(v)
         summary.append((cfg, tot, ops))
     print()
-    print(f"{'pipeline':<22}{'tables':<14}{'records':>8}{'dups':>6}{'events':>8}"
-          f"{'quarant.':>9}{'carried':>8}  events by op")
+    print(
+        f"{'pipeline':<22}{'tables':<14}{'records':>8}{'dups':>6}{'events':>8}"
+        f"{'quarant.':>9}{'carried':>8}  events by op"
+    )
     for cfg, tot, ops in summary:
-        print(f"{cfg.name:<22}{','.join(cfg.tables):<14}{tot.get('records', 0):>8}"
-              f"{tot.get('duplicates_in_hour', 0) + tot.get('duplicates_cross_hour', 0):>6}"
-              f"{sum(ops.values()):>8}"
-              f"{tot.get('records_quarantined', 0) + tot.get('unreadable_lines', 0):>9}"
-              f"{tot.get('records_carried_out', 0):>8}  {ops}")
+        print(
+            f"{cfg.name:<22}{','.join(cfg.tables):<14}{tot.get('records', 0):>8}"
+            f"{tot.get('duplicates_in_hour', 0) + tot.get('duplicates_cross_hour', 0):>6}"
+            f"{sum(ops.values()):>8}"
+            f"{tot.get('records_quarantined', 0) + tot.get('unreadable_lines', 0):>9}"
+            f"{tot.get('records_carried_out', 0):>8}  {ops}"
+        )
     wh = summary[0][0].warehouse
     print()
     print(f"canonical events: {wh}/_state/<pipeline>/events/hour=<H>/")
     print(f"decode counters:  {wh}/_state/<pipeline>/decode/hour=<H>.json")
     print(f"quarantine:       {wh}/quarantine/<pipeline>/hour=<H>/")
-    print("verdicts and published tables: not yet produced (merge/publish and audit stages are "
-          "still to come; see the README's status section)")
+    print(
+        "verdicts and published tables: not yet produced (merge/publish and audit stages are "
+        "still to come; see the README's status section)"
+    )

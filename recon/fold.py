@@ -21,8 +21,9 @@ def _key(pk: list[str], img: Row) -> KeyT:
     return tuple(sorted(img.items()))
 
 
-def fold(events: Iterable[dict[str, Any]],
-         table_of: Any = None) -> dict[str, dict[KeyT, tuple[bytes, Row | None]]]:
+def fold(
+    events: Iterable[dict[str, Any]], table_of: Any = None
+) -> dict[str, dict[KeyT, tuple[bytes, Row | None]]]:
     """events: rows of the event schema (maps as dicts or (k, v) lists). Returns
     table -> key -> (order_key, row or None for a tombstone)."""
     state: dict[str, dict[KeyT, tuple[bytes, Row | None]]] = {}
@@ -84,5 +85,6 @@ def table_rows(state: dict[str, dict[KeyT, tuple[bytes, Row | None]]]) -> dict[s
 
 
 def _sort_key(k: KeyT) -> tuple[Any, ...]:
-    return tuple((0, int(x)) if isinstance(x, str) and x.lstrip("-").isdigit() else (1, str(x))
-                 for x in k)
+    return tuple(
+        (0, int(x)) if isinstance(x, str) and x.lstrip("-").isdigit() else (1, str(x)) for x in k
+    )

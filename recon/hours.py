@@ -14,11 +14,15 @@ def parse_hour(text: str, what: str = "hour") -> datetime:
     """Parse `YYYY-MM-DDTHH` (UTC) into an aware datetime at the top of that hour."""
     m = _HOUR_RE.match(text.strip())
     if not m:
-        raise ConfigError(f"{what} {text!r} is not an hour; write it as YYYY-MM-DDTHH, e.g. 2026-11-20T05")
+        raise ConfigError(
+            f"{what} {text!r} is not an hour; write it as YYYY-MM-DDTHH, e.g. 2026-11-20T05"
+        )
     try:
         return datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), tzinfo=UTC)
     except ValueError as err:
-        raise ConfigError(f"{what} {text!r} is not a valid hour ({err}); write YYYY-MM-DDTHH") from None
+        raise ConfigError(
+            f"{what} {text!r} is not a valid hour ({err}); write YYYY-MM-DDTHH"
+        ) from None
 
 
 def format_hour(hour: datetime) -> str:

@@ -11,8 +11,9 @@ from recon.config import load_config
 from recon.hours import format_hour, hour_range, parse_hour
 
 
-def run_hours(pipeline: str, first: str, last: str | None,
-              allow_incomplete: bool = False, quiet: bool = False) -> list[dict[str, Any]]:
+def run_hours(
+    pipeline: str, first: str, last: str | None, allow_incomplete: bool = False, quiet: bool = False
+) -> list[dict[str, Any]]:
     from recon.cli import _print_counters
     from recon.spark.decode_stage import decode_hour
     from recon.spark.session import get_spark
@@ -24,8 +25,10 @@ def run_hours(pipeline: str, first: str, last: str | None,
     if h0 < cfg.start:
         from recon.errors import ConfigError
 
-        raise ConfigError(f"--from {first} is before the pipeline's start "
-                          f"{format_hour(cfg.start)}; start at or after it")
+        raise ConfigError(
+            f"--from {first} is before the pipeline's start "
+            f"{format_hour(cfg.start)}; start at or after it"
+        )
     spark = get_spark(f"recon-run-{cfg.name}")
     results = []
     for h in hours:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from recon.errors import DecodeError
 
@@ -24,9 +25,12 @@ class TableDef:
         return {"columns": self.columns, "types": self.types, "primary_key": self.primary_key}
 
     @classmethod
-    def from_json(cls, d: dict[str, object]) -> TableDef:
-        return cls(list(d.get("columns") or []), dict(d.get("types") or {}),  # type: ignore[call-overload]
-                   list(d.get("primary_key") or []))  # type: ignore[call-overload]
+    def from_json(cls, d: dict[str, Any]) -> TableDef:
+        return cls(
+            list(d.get("columns") or []),
+            dict(d.get("types") or {}),
+            list(d.get("primary_key") or []),
+        )
 
 
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
@@ -34,10 +38,21 @@ _CREATE_RE = re.compile(
     rf"^\s*create\s+(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?((?:{_IDENT}\s*\.\s*)?{_IDENT})\s*\(",
     re.I | re.S,
 )
-_ALTER_RE = re.compile(rf"^\s*alter\s+(?:online\s+|ignore\s+)*table\s+((?:{_IDENT}\s*\.\s*)?{_IDENT})\s+(.*)$",
-                       re.I | re.S)
-_CONSTRAINT_WORDS = ("primary", "key", "index", "unique", "constraint", "foreign", "fulltext",
-                     "spatial", "check")
+_ALTER_RE = re.compile(
+    rf"^\s*alter\s+(?:online\s+|ignore\s+)*table\s+((?:{_IDENT}\s*\.\s*)?{_IDENT})\s+(.*)$",
+    re.I | re.S,
+)
+_CONSTRAINT_WORDS = (
+    "primary",
+    "key",
+    "index",
+    "unique",
+    "constraint",
+    "foreign",
+    "fulltext",
+    "spatial",
+    "check",
+)
 
 
 def unquote_ident(s: str) -> str:
@@ -166,8 +181,12 @@ def apply_alter_table(sql: str, tdef: TableDef) -> tuple[str | None, str, TableD
                 if col:
                     _add(new, col[0], col[1], None)
             continue
-        am = re.match(r"add\s+(?:column\s+)?(?!(?:primary|key|index|unique|constraint|foreign|"
-                      r"fulltext|spatial|check)\b)(.*)$", c, re.I | re.S)
+        am = re.match(
+            r"add\s+(?:column\s+)?(?!(?:primary|key|index|unique|constraint|foreign|"
+            r"fulltext|spatial|check)\b)(.*)$",
+            c,
+            re.I | re.S,
+        )
         if am:
             rest = am.group(1)
             col = _column_def(rest)
@@ -180,8 +199,12 @@ def apply_alter_table(sql: str, tdef: TableDef) -> tuple[str | None, str, TableD
                     after = ""
                 _add(new, col[0], col[1], after)
             continue
-        dm = re.match(rf"drop\s+(?:column\s+)?(?!(?:primary|key|index|foreign|check|constraint)\b)"
-                      rf"({_IDENT})", c, re.I)
+        dm = re.match(
+            rf"drop\s+(?:column\s+)?(?!(?:primary|key|index|foreign|check|constraint)\b)"
+            rf"({_IDENT})",
+            c,
+            re.I,
+        )
         if dm:
             name = unquote_ident(dm.group(1))
             if name in new.types:
@@ -222,8 +245,19 @@ def _add(tdef: TableDef, name: str, mysql_type: str, after: str | None) -> None:
     tdef.types[name] = mysql_type
 
 
-_ESCAPES = {"0": "\0", "'": "'", '"': '"', "b": "\b", "n": "\n", "r": "\r", "t": "\t",
-            "Z": "\x1a", "\\": "\\", "%": "\\%", "_": "\\_"}
+_ESCAPES = {
+    "0": "\0",
+    "'": "'",
+    '"': '"',
+    "b": "\b",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "Z": "\x1a",
+    "\\": "\\",
+    "%": "\\%",
+    "_": "\\_",
+}
 
 
 def parse_sql_literal(text: str | None) -> tuple[str | None, bool]:

@@ -22,8 +22,13 @@ _FLUSH_ROWS = 20_000
 
 def _raw_row(kind: str, rec: RawRecord, **extra: object) -> dict[str, object]:
     row: dict[str, object] = {
-        "kind": kind, "topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
-        "raw_key": rec.key, "raw_value": rec.value, "raw_ts_ms": rec.ts_ms,
+        "kind": kind,
+        "topic": rec.topic,
+        "partition": rec.partition,
+        "offset": rec.offset,
+        "raw_key": rec.key,
+        "raw_value": rec.value,
+        "raw_ts_ms": rec.ts_ms,
         "raw_headers": rec.headers,
     }
     row.update(extra)
@@ -46,8 +51,9 @@ def _drain(sink: Sink, carry: list[RawRecord]) -> list[dict[str, object]]:
     return rows
 
 
-def decode_stream(batches: Iterable[pa.RecordBatch], fmt: str,
-                  ctx: DecodeContext) -> Iterator[pa.RecordBatch]:
+def decode_stream(
+    batches: Iterable[pa.RecordBatch], fmt: str, ctx: DecodeContext
+) -> Iterator[pa.RecordBatch]:
     sink = Sink()
     cls = decoder_class(fmt)
     current: tuple[str, int] | None = None
@@ -75,9 +81,15 @@ def decode_stream(batches: Iterable[pa.RecordBatch], fmt: str,
                 current = key
                 dec = cls(ctx, sink)
             rec = RawRecord(
-                topic=key[0], partition=key[1], offset=cols["offset"][i], key=cols["key"][i],
-                value=cols["value"][i], ts_ms=cols["ts_ms"][i], headers=cols["headers"][i],
-                carried=bool(cols["carried"][i]), skip=cols["skip"][i] or 0,
+                topic=key[0],
+                partition=key[1],
+                offset=cols["offset"][i],
+                key=cols["key"][i],
+                value=cols["value"][i],
+                ts_ms=cols["ts_ms"][i],
+                headers=cols["headers"][i],
+                carried=bool(cols["carried"][i]),
+                skip=cols["skip"][i] or 0,
             )
             sink.count(rec, "records_carried_in" if rec.carried else "records_in")
             try:
@@ -95,13 +107,15 @@ def decode_stream(batches: Iterable[pa.RecordBatch], fmt: str,
         yield pa.RecordBatch.from_pylist(rows, schema=OUTPUT_SCHEMA)
 
 
-def decode_records(records: list[RawRecord], fmt: str,
-                   ctx: DecodeContext | None = None) -> pa.Table:
+def decode_records(
+    records: list[RawRecord], fmt: str, ctx: DecodeContext | None = None
+) -> pa.Table:
     """Decode an in-memory list of records (sorted here), for tests and small tools."""
     from recon.model import RAW_SCHEMA
 
     recs = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
     batch = pa.RecordBatch.from_pylist(
-        [{n: getattr(r, n) for n in _RAW_NAMES} for r in recs], schema=RAW_SCHEMA)
+        [{n: getattr(r, n) for n in _RAW_NAMES} for r in recs], schema=RAW_SCHEMA
+    )
     out = list(decode_stream([batch], fmt, ctx or DecodeContext()))
     return pa.Table.from_batches(out, schema=OUTPUT_SCHEMA)

@@ -61,11 +61,33 @@ def mysql_logical_type(mysql_type: str | None) -> str:
         return "int8"
     if name == "bit":
         return "bit"
-    if name in ("char", "varchar", "text", "tinytext", "mediumtext", "longtext", "nchar", "nvarchar"):
+    if name in (
+        "char",
+        "varchar",
+        "text",
+        "tinytext",
+        "mediumtext",
+        "longtext",
+        "nchar",
+        "nvarchar",
+    ):
         return "string"
-    if name in ("binary", "varbinary", "blob", "tinyblob", "mediumblob", "longblob", "geometry",
-                "point", "linestring", "polygon", "multipoint", "multilinestring",
-                "multipolygon", "geometrycollection"):
+    if name in (
+        "binary",
+        "varbinary",
+        "blob",
+        "tinyblob",
+        "mediumblob",
+        "longblob",
+        "geometry",
+        "point",
+        "linestring",
+        "polygon",
+        "multipoint",
+        "multilinestring",
+        "multipolygon",
+        "geometrycollection",
+    ):
         return "binary"
     if name == "json":
         return "json"
@@ -139,8 +161,9 @@ def parse_timestamp_text(text: str, default_utc: bool = True) -> str | None:
         return None
     frac = (m.group(7) or "").ljust(6, "0")[:6]
     try:
-        dt = datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]),
-                      int(frac or 0))
+        dt = datetime(
+            int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), int(frac or 0)
+        )
     except ValueError:
         return None
     zone = m.group(8)

@@ -7,7 +7,9 @@ from recon.model import RawRecord
 from recon.stream import decode_records
 
 
-def decode_by_hours(hours: list[list[RawRecord]], fmt: str, ctx: DecodeContext) -> tuple[list[dict], list[dict], dict]:
+def decode_by_hours(
+    hours: list[list[RawRecord]], fmt: str, ctx: DecodeContext
+) -> tuple[list[dict], list[dict], dict]:
     """Decode hour after hour: drop records seen in the same or an earlier hour, feed the
     previous hour's carried records first. Returns (events, quarantine rows, summed stats)."""
     seen: set[tuple[str, int, int]] = set()
@@ -25,9 +27,21 @@ def decode_by_hours(hours: list[list[RawRecord]], fmt: str, ctx: DecodeContext) 
             seen.add(k)
             fresh.append(RawRecord(r.topic, r.partition, r.offset, r.key, r.value, r.ts_ms))
         out = decode_records(fresh + carry, fmt, ctx).to_pylist()
-        carry = [RawRecord(r["topic"], r["partition"], r["offset"], r["raw_key"], r["raw_value"],
-                           r["raw_ts_ms"], r["raw_headers"], carried=True, skip=r["skip"])
-                 for r in out if r["kind"] == "carry"]
+        carry = [
+            RawRecord(
+                r["topic"],
+                r["partition"],
+                r["offset"],
+                r["raw_key"],
+                r["raw_value"],
+                r["raw_ts_ms"],
+                r["raw_headers"],
+                carried=True,
+                skip=r["skip"],
+            )
+            for r in out
+            if r["kind"] == "carry"
+        ]
         events += [r for r in out if r["kind"] == "event"]
         quarantine += [r for r in out if r["kind"] == "quarantine"]
         for r in out:

@@ -16,8 +16,13 @@ from recon.model import RawRecord
 from recon.stream import decode_records
 
 TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=3, seed=5)
-CTX = DecodeContext(tables={"shop.orders": TableConfig("shop.orders", ddl=sample.CREATE_SQL).table_def()})  # type: ignore[dict-item]
-VALID = {fmt: [r.value for r in sample.to_records(enc(TXNS), "t")] for fmt, enc in sample.ENCODERS.items()}
+CTX = DecodeContext(
+    tables={"shop.orders": TableConfig("shop.orders", ddl=sample.CREATE_SQL).table_def()}
+)  # type: ignore[dict-item]
+VALID = {
+    fmt: [r.value for r in sample.to_records(enc(TXNS), "t")]
+    for fmt, enc in sample.ENCODERS.items()
+}
 
 
 def _decode(values: list[bytes | None], fmt: str) -> list[dict]:
@@ -47,7 +52,9 @@ def test_random_bytes_are_quarantined_not_crashing(fmt: str, garbage: list[bytes
 @pytest.mark.parametrize("fmt", FORMATS)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_truncated_records_are_quarantined_and_the_rest_decodes(fmt: str, data: st.DataObject) -> None:
+def test_truncated_records_are_quarantined_and_the_rest_decodes(
+    fmt: str, data: st.DataObject
+) -> None:
     values = VALID[fmt]
     i = data.draw(st.integers(0, len(values) - 1), label="record to truncate")
     v = values[i] or b""

@@ -16,7 +16,9 @@ from recon.model import RawRecord
 from tests.hourly import decode_by_hours, event_key
 
 TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=10, seed=3)
-CTX = DecodeContext(tables={"shop.orders": TableConfig("shop.orders", ddl=sample.CREATE_SQL).table_def()})  # type: ignore[dict-item]
+CTX = DecodeContext(
+    tables={"shop.orders": TableConfig("shop.orders", ddl=sample.CREATE_SQL).table_def()}
+)  # type: ignore[dict-item]
 STREAMS = {fmt: sample.to_records(enc(TXNS), f"t_{fmt}") for fmt, enc in sample.ENCODERS.items()}
 CLEAN = {fmt: decode_by_hours([recs], fmt, CTX) for fmt, recs in STREAMS.items()}
 
@@ -25,7 +27,9 @@ def test_clean_streams_decode_fully() -> None:
     for fmt in FORMATS:
         events, quarantine, stats = CLEAN[fmt]
         assert not quarantine and stats["left_carried"] == 0, fmt
-        assert len([e for e in events if e["op"] != "ddl"]) == sum(len(t.changes) for t in TXNS), fmt
+        assert len([e for e in events if e["op"] != "ddl"]) == sum(len(t.changes) for t in TXNS), (
+            fmt
+        )
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -39,7 +43,9 @@ def test_splits_duplicates_and_shuffles_do_not_change_events(fmt: str, data: st.
     hours = [list(recs[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     # the dumper is at-least-once: a record can come again, in its hour or a later one
     for i in data.draw(st.lists(st.integers(0, n - 1), max_size=8), label="duplicated records"):
-        h_orig = next(h for h, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)) if a <= i < b)
+        h_orig = next(
+            h for h, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)) if a <= i < b
+        )
         h = data.draw(st.integers(h_orig, len(hours) - 1), label="duplicate lands in hour")
         r = recs[i]
         hours[h].append(RawRecord(r.topic, r.partition, r.offset, r.key, r.value, r.ts_ms))

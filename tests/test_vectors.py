@@ -20,8 +20,12 @@ from recon.stream import decode_records
 from tests.conftest import VECTORS
 
 INDEX = json.loads((VECTORS / "index.json").read_text()) if VECTORS.is_dir() else []
-FOLDER_FORMAT = {"canal-json": "canal_json", "canal-protobuf": "canal_pb",
-                 "debezium-json": "debezium_json", "dataworks-json": "dataworks_json"}
+FOLDER_FORMAT = {
+    "canal-json": "canal_json",
+    "canal-protobuf": "canal_pb",
+    "debezium-json": "debezium_json",
+    "dataworks-json": "dataworks_json",
+}
 
 
 def _json_lines(text: str) -> list[bytes]:
@@ -48,7 +52,10 @@ def load_values(entry: dict) -> list[bytes | None]:
     text = path.read_text(encoding="utf-8")
     if pre.startswith("one pretty JSON object; feed .expected_snapshot then .expected_binlog"):
         d = json.loads(text)
-        return [json.dumps(d["expected_snapshot"]).encode(), json.dumps(d["expected_binlog"]).encode()]
+        return [
+            json.dumps(d["expected_snapshot"]).encode(),
+            json.dumps(d["expected_binlog"]).encode(),
+        ]
     if pre.startswith("one pretty JSON object") or pre.startswith("whole file is one JSON"):
         return [json.dumps(json.loads(text)).encode()]
     values: list[bytes | None] = list(_json_lines(text))
@@ -57,8 +64,10 @@ def load_values(entry: dict) -> list[bytes | None]:
 
 def sequence_entries(entry: dict) -> list[dict]:
     """Files 1..N of a multi-file sequence, in order (expected states are cumulative)."""
-    return sorted((e for e in INDEX if e["sequence"] == entry["sequence"] and e["order"] <= entry["order"]),
-                  key=lambda e: e["order"])
+    return sorted(
+        (e for e in INDEX if e["sequence"] == entry["sequence"] and e["order"] <= entry["order"]),
+        key=lambda e: e["order"],
+    )
 
 
 def _expected_lines(entry: dict) -> list[dict]:
@@ -82,7 +91,9 @@ def _events(entry: dict) -> tuple[list[dict], dict]:
     recs = [RawRecord(topic, 0, i, None, v, 0) for i, v in enumerate(values)]
     out = decode_records(recs, fmt, DecodeContext(primary_keys=pks)).to_pylist()
     stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
-    assert not [r for r in out if r["kind"] == "quarantine"], [r["reason"] for r in out if r["kind"] == "quarantine"]
+    assert not [r for r in out if r["kind"] == "quarantine"], [
+        r["reason"] for r in out if r["kind"] == "quarantine"
+    ]
     return [r for r in out if r["kind"] == "event"], stats
 
 
@@ -105,11 +116,17 @@ def _norm(v: object, lt: str, fmt: str) -> object:
     if lt == "datetime" and isinstance(v, int):
         us = v * 1000 if v < 10**14 else v  # ms (DATETIME(0-3)) or us (DATETIME(4-6))
         dt = datetime(1970, 1, 1) + timedelta(microseconds=us)
-        return dt.strftime("%Y-%m-%d %H:%M:%S") + (f".{dt.microsecond:06d}" if dt.microsecond else "")
+        return dt.strftime("%Y-%m-%d %H:%M:%S") + (
+            f".{dt.microsecond:06d}" if dt.microsecond else ""
+        )
     if lt == "timestamp" and isinstance(v, int):
         dt = datetime.fromtimestamp(v / 1000, UTC)
         return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    if lt == "timestamp" and isinstance(v, str) and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", v):
+    if (
+        lt == "timestamp"
+        and isinstance(v, str)
+        and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", v)
+    ):
         return v.replace(" ", "T") + "Z"  # Canal's zone-less TIMESTAMP text is read as UTC
     if lt == "time" and isinstance(v, int):
         s, us = divmod(v, 1_000_000)
@@ -153,21 +170,38 @@ def test_vector_decodes_to_expected_rows(entry: dict) -> None:
         for c, lt in ev["types"]:
             types.setdefault(t, {})[c] = lt
     got = table_rows(state)
-    expected_lines = [json.loads(x) for x in (VECTORS / entry["expected"]).read_text().splitlines() if x.strip()]
+    expected_lines = [
+        json.loads(x) for x in (VECTORS / entry["expected"]).read_text().splitlines() if x.strip()
+    ]
     expected_tables = {x["table"] for x in expected_lines}
     for table in expected_tables:
         exp_rows = [x["row"] for x in expected_lines if x["table"] == table]
         cols = list(exp_rows[0].keys())
         t_types = types.get(table, {})
-        exp = sorted((tuple(_norm(r.get(c), t_types.get(c, "unknown"), fmt) for c in cols) for r in exp_rows),
-                     key=repr)
+        exp = sorted(
+            (
+                tuple(_norm(r.get(c), t_types.get(c, "unknown"), fmt) for c in cols)
+                for r in exp_rows
+            ),
+            key=repr,
+        )
         ours_rows = got.get(table, [])
-        ours = sorted((tuple(_ours(r.get(c), e) for c, e in zip(cols, _norm_row(r, cols, t_types, fmt, exp_rows)))
-                       for r in ours_rows), key=repr)
+        ours = sorted(
+            (
+                tuple(
+                    _ours(r.get(c), e)
+                    for c, e in zip(cols, _norm_row(r, cols, t_types, fmt, exp_rows), strict=False)
+                )
+                for r in ours_rows
+            ),
+            key=repr,
+        )
         assert ours == exp, f"{table}: decoded rows differ from {entry['expected']}"
 
 
-def _norm_row(r: dict, cols: list[str], t_types: dict, fmt: str, exp_rows: list[dict]) -> list[object]:
+def _norm_row(
+    r: dict, cols: list[str], t_types: dict, fmt: str, exp_rows: list[dict]
+) -> list[object]:
     # the expected value shape per column (decimal bytes or not), taken from the first expected row
     return [_norm(exp_rows[0].get(c), t_types.get(c, "unknown"), fmt) for c in cols]
 
@@ -182,13 +216,21 @@ def test_every_vector_with_an_expected_state_is_covered() -> None:
 
 
 def test_tdsql_doc_examples_decode_with_ddl_from_the_stream() -> None:
-    lines = (VECTORS / "tdsql-binlog-json/qcloud-docs__tdsql-examples.DERIVED.jsonl").read_bytes().splitlines()
+    lines = (
+        (VECTORS / "tdsql-binlog-json/qcloud-docs__tdsql-examples.DERIVED.jsonl")
+        .read_bytes()
+        .splitlines()
+    )
     msgs = [json.loads(x) for x in lines]
     by_kind = {m["eventtypestr"]: m for m in msgs}
     # replay in transaction order: DDL, then gtid / insert / xid of the test table
     insert = dict(by_kind["insert"], db="testsummer", table="test_table1")
-    stream = [by_kind["query"], by_kind["gtid"] | {"db": "testsummer", "table": "test_table1"}, insert,
-              by_kind["xid"]]
+    stream = [
+        by_kind["query"],
+        by_kind["gtid"] | {"db": "testsummer", "table": "test_table1"},
+        insert,
+        by_kind["xid"],
+    ]
     recs = [RawRecord("t", 0, i, None, json.dumps(m).encode(), 0) for i, m in enumerate(stream)]
     out = decode_records(recs, "tdsql_json").to_pylist()
     events = [r for r in out if r["kind"] == "event"]
@@ -199,7 +241,11 @@ def test_tdsql_doc_examples_decode_with_ddl_from_the_stream() -> None:
 
 
 def test_tdsql_without_column_names_is_quarantined_with_the_fix() -> None:
-    line = (VECTORS / "tdsql-binlog-json/qcloud-docs__tdsql-examples.DERIVED.jsonl").read_bytes().splitlines()[0]
+    line = (
+        (VECTORS / "tdsql-binlog-json/qcloud-docs__tdsql-examples.DERIVED.jsonl")
+        .read_bytes()
+        .splitlines()[0]
+    )
     out = decode_records([RawRecord("t", 0, 0, None, line, 0)], "tdsql_json").to_pylist()
     q = [r for r in out if r["kind"] == "quarantine"]
     assert len(q) == 1 and q[0]["raw_value"] == line
@@ -207,8 +253,12 @@ def test_tdsql_without_column_names_is_quarantined_with_the_fix() -> None:
 
 
 def test_dtle_schema_change_becomes_a_ddl_event() -> None:
-    raw = json.dumps(json.loads((VECTORS / "debezium-json/dtle-docs__schema-change-ddl.json").read_text())).encode()
-    out = decode_records([RawRecord("dtle.schema", 0, 0, b"null", raw, 0)], "debezium_json").to_pylist()
+    raw = json.dumps(
+        json.loads((VECTORS / "debezium-json/dtle-docs__schema-change-ddl.json").read_text())
+    ).encode()
+    out = decode_records(
+        [RawRecord("dtle.schema", 0, 0, b"null", raw, 0)], "debezium_json"
+    ).to_pylist()
     ev = [r for r in out if r["kind"] == "event"]
     assert len(ev) == 1 and ev[0]["op"] == "ddl" and ev[0]["tbl"] == "a"
     assert ev[0]["ddl"].startswith("CREATE TABLE `a`")

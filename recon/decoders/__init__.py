@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from recon.decoders.base import DecodeContext, Sink, StreamDecoder
 
-FORMATS = ("tencent_dts_pb", "tdsql_json", "canal_pb", "canal_json", "debezium_json", "dataworks_json")
+FORMATS = (
+    "tencent_dts_pb",
+    "tdsql_json",
+    "canal_pb",
+    "canal_json",
+    "debezium_json",
+    "dataworks_json",
+)
 
 
 def decoder_class(fmt: str) -> type[StreamDecoder]:

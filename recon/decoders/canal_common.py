@@ -6,11 +6,30 @@ from recon.values import b64, mysql_logical_type, normalize_datetime_text, parse
 
 # java.sql.Types codes whose Canal value is raw bytes carried as an ISO-8859-1 string.
 BINARY_SQL_TYPES = {-2, -3, -4, 2004}
-_SQLTYPE_LOGICAL = {-7: "bit", -6: "int8", 5: "int16", 4: "int32", -5: "int64", 7: "float32",
-                    6: "float64", 8: "float64", 3: "decimal(65,30)", 2: "decimal(65,30)",
-                    1: "string", 12: "string", -1: "string", 2005: "string", 91: "date",
-                    92: "time", 93: "datetime", -2: "binary", -3: "binary", -4: "binary",
-                    2004: "binary", 16: "bool"}
+_SQLTYPE_LOGICAL = {
+    -7: "bit",
+    -6: "int8",
+    5: "int16",
+    4: "int32",
+    -5: "int64",
+    7: "float32",
+    6: "float64",
+    8: "float64",
+    3: "decimal(65,30)",
+    2: "decimal(65,30)",
+    1: "string",
+    12: "string",
+    -1: "string",
+    2005: "string",
+    91: "date",
+    92: "time",
+    93: "datetime",
+    -2: "binary",
+    -3: "binary",
+    -4: "binary",
+    2004: "binary",
+    16: "bool",
+}
 
 
 def canal_logical_type(mysql_type: str | None, sql_type: int | None) -> str:

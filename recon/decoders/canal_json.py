@@ -8,6 +8,8 @@ order is Kafka (partition, offset) then row.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from recon.decoders.base import StreamDecoder
@@ -43,13 +45,24 @@ class CanalJsonDecoder(StreamDecoder):
         db, tbl = str(msg.get("database") or ""), str(msg.get("table") or "")
         typ = str(msg.get("type") or "").upper()
         es = msg.get("es")
-        common = dict(gtid=msg.get("gtid") or None,
-                      event_time_ms=int(es) if isinstance(es, int) else None,
-                      topic=rec.topic, partition=rec.partition, offset=rec.offset)
+        common: dict[str, Any] = dict(
+            gtid=msg.get("gtid") or None,
+            event_time_ms=int(es) if isinstance(es, int) else None,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+        )
         if msg.get("isDdl"):
-            self.sink.events.append(Event(db=db, tbl=tbl, op="ddl", ddl=str(msg.get("sql") or ""),
-                                          order_key=kafka_tail(rec.partition, rec.offset) + u32(0),
-                                          **common))  # type: ignore[arg-type]
+            self.sink.events.append(
+                Event(
+                    db=db,
+                    tbl=tbl,
+                    op="ddl",
+                    ddl=str(msg.get("sql") or ""),
+                    order_key=kafka_tail(rec.partition, rec.offset) + u32(0),
+                    **common,
+                )
+            )
             return
         data = msg.get("data")
         op = _OPS.get(typ)
@@ -68,7 +81,9 @@ class CanalJsonDecoder(StreamDecoder):
             if not isinstance(row, dict):
                 raise DecodeError(f"row {row_i} of `data` is not an object")
             types = {c: canal_logical_type(mysql_types.get(c), sql_types.get(c)) for c in row}
-            image = {c: canal_value(None if v is None else str(v), types[c]) for c, v in row.items()}
+            image = {
+                c: canal_value(None if v is None else str(v), types[c]) for c, v in row.items()
+            }
             before: dict[str, str | None] | None = None
             after: dict[str, str | None] | None = image
             if op == "delete":
@@ -80,9 +95,18 @@ class CanalJsonDecoder(StreamDecoder):
                     lt = types.get(c) or canal_logical_type(mysql_types.get(c), sql_types.get(c))
                     types.setdefault(c, lt)
                     before[c] = canal_value(None if v is None else str(v), lt)
-            events.append(Event(
-                db=db, tbl=tbl, op=op, pk=pk or list(self.ctx.primary_keys.get(f"{db}.{tbl}", [])),
-                before=before, after=after, types=types,
-                order_key=kafka_tail(rec.partition, rec.offset) + u32(row_i),
-                event_index=row_i, **common))  # type: ignore[arg-type]
+            events.append(
+                Event(
+                    db=db,
+                    tbl=tbl,
+                    op=op,
+                    pk=pk or list(self.ctx.primary_keys.get(f"{db}.{tbl}", [])),
+                    before=before,
+                    after=after,
+                    types=types,
+                    order_key=kafka_tail(rec.partition, rec.offset) + u32(row_i),
+                    event_index=row_i,
+                    **common,
+                )
+            )
         self.sink.events.extend(events)

@@ -7,6 +7,8 @@ generated classes apply them. TRANSACTIONBEGIN/END bound transactions when prese
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf.message import DecodeError as PbDecodeError
 
 from recon._proto import canal_entry_pb2 as ce
@@ -42,31 +44,33 @@ class CanalPbDecoder(StreamDecoder):
             if i < skip:
                 continue
             if kind == "begin":
-                self.txn.begin(i, payload)  # type: ignore[arg-type]
+                self.txn.begin(i, payload)
             elif kind == "commit":
-                self.txn.commit(payload)  # type: ignore[arg-type]
+                self.txn.commit(payload)
             elif kind == "event":
-                self.txn.event(payload)  # type: ignore[arg-type]
+                self.txn.event(payload)
             else:
                 self.sink.count(rec, str(payload))
 
-    def _items(self, rec: RawRecord) -> list[tuple[str, object]]:
+    def _items(self, rec: RawRecord) -> list[tuple[str, Any]]:
         packet = cp.Packet()
         packet.ParseFromString(rec.value or b"")
         if packet.type != cp.MESSAGES:
             raise DecodeError(f"packet type {packet.type} is not MESSAGES (7)")
         if packet.compression not in (cp.NONE, cp.COMPRESSIONCOMPATIBLEPROTO2):
-            raise DecodeError(f"compressed packet ({cp.Compression.Name(packet.compression)}) not supported")
+            raise DecodeError(
+                f"compressed packet ({cp.Compression.Name(packet.compression)}) not supported"
+            )
         msgs = cp.Messages()
         msgs.ParseFromString(packet.body)
-        out: list[tuple[str, object]] = []
+        out: list[tuple[str, Any]] = []
         for raw_entry in msgs.messages:
             entry = ce.Entry()
             entry.ParseFromString(raw_entry)
             out.extend(self._entry(rec, entry))
         return out
 
-    def _entry(self, rec: RawRecord, entry: ce.Entry) -> list[tuple[str, object]]:
+    def _entry(self, rec: RawRecord, entry: ce.Entry) -> list[tuple[str, Any]]:
         et = entry.entryType
         h = entry.header
         if et == ce.TRANSACTIONBEGIN:
@@ -85,21 +89,38 @@ class CanalPbDecoder(StreamDecoder):
         rc.ParseFromString(entry.storeValue)
         props = {p.key: p.value for p in h.props}
         gtid = props.get("curtGtid") or h.gtid or None
-        common = dict(gtid=gtid, binlog_file=h.logfileName or None, binlog_pos=h.logfileOffset,
-                      event_time_ms=h.executeTime or None, topic=rec.topic,
-                      partition=rec.partition, offset=rec.offset)
+        common: dict[str, Any] = dict(
+            gtid=gtid,
+            binlog_file=h.logfileName or None,
+            binlog_pos=h.logfileOffset,
+            event_time_ms=h.executeTime or None,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+        )
         event_type = rc.eventType if rc.HasField("eventType") else h.eventType
         if rc.isDdl:
-            return [("event", Event(
-                db=rc.ddlSchemaName or h.schemaName, tbl=h.tableName, op="ddl", ddl=rc.sql,
-                order_key=binlog_key(h.logfileName, h.logfileOffset, 0, rec.partition, rec.offset),
-                **common))]  # type: ignore[arg-type]
+            return [
+                (
+                    "event",
+                    Event(
+                        db=rc.ddlSchemaName or h.schemaName,
+                        tbl=h.tableName,
+                        op="ddl",
+                        ddl=rc.sql,
+                        order_key=binlog_key(
+                            h.logfileName, h.logfileOffset, 0, rec.partition, rec.offset
+                        ),
+                        **common,
+                    ),
+                )
+            ]
         if event_type == ce.MHEARTBEAT:
             return [("control", "heartbeats")]
         op = _DML.get(event_type)
         if op is None:
             return [("control", f"non_dml_{ce.EventType.Name(event_type).lower()}")]
-        out: list[tuple[str, object]] = []
+        out: list[tuple[str, Any]] = []
         for row_i, rd in enumerate(rc.rowDatas):
             types: dict[str, str] = {}
             pk: list[str] = []
@@ -107,7 +128,9 @@ class CanalPbDecoder(StreamDecoder):
             def image(cols: list[ce.Column]) -> dict[str, str | None]:
                 img: dict[str, str | None] = {}
                 for c in cols:
-                    lt = canal_logical_type(c.mysqlType, c.sqlType if c.HasField("sqlType") else None)
+                    lt = canal_logical_type(
+                        c.mysqlType, c.sqlType if c.HasField("sqlType") else None
+                    )
                     types[c.name] = lt
                     if c.isKey and c.name not in pk:
                         pk.append(c.name)
@@ -116,12 +139,26 @@ class CanalPbDecoder(StreamDecoder):
 
             before = image(list(rd.beforeColumns)) if op != "insert" else None
             after = image(list(rd.afterColumns)) if op != "delete" else None
-            out.append(("event", Event(
-                db=h.schemaName, tbl=h.tableName, op=op,
-                pk=pk or list(self.ctx.primary_keys.get(f"{h.schemaName}.{h.tableName}", [])),
-                before=before, after=after, types=types,
-                order_key=binlog_key(h.logfileName, h.logfileOffset, row_i, rec.partition, rec.offset),
-                event_index=row_i, **common)))  # type: ignore[arg-type]
+            out.append(
+                (
+                    "event",
+                    Event(
+                        db=h.schemaName,
+                        tbl=h.tableName,
+                        op=op,
+                        pk=pk
+                        or list(self.ctx.primary_keys.get(f"{h.schemaName}.{h.tableName}", [])),
+                        before=before,
+                        after=after,
+                        types=types,
+                        order_key=binlog_key(
+                            h.logfileName, h.logfileOffset, row_i, rec.partition, rec.offset
+                        ),
+                        event_index=row_i,
+                        **common,
+                    ),
+                )
+            )
         return out
 
     def finish(self) -> list[RawRecord]:

@@ -10,6 +10,7 @@ base64 already.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import orjson
 
@@ -19,8 +20,14 @@ from recon.model import Event, RawRecord
 from recon.order import decimal_text_number, kafka_tail, u128
 from recon.values import number_text, timestamp_utc
 
-_TYPES = {"LONG": "int64", "DOUBLE": "float64", "STRING": "string", "DATE": "timestamp",
-          "BYTES": "binary", "BOOLEAN": "bool"}
+_TYPES = {
+    "LONG": "int64",
+    "DOUBLE": "float64",
+    "STRING": "string",
+    "DATE": "timestamp",
+    "BYTES": "binary",
+    "BOOLEAN": "bool",
+}
 _DDL_OPS = {"CREATE", "ALTER", "ERASE", "TRUNCATE", "RENAME", "CINDEX", "DINDEX"}
 _CONTROL_OPS = {"TRANSACTION_BEGIN", "TRANSACTION_END", "QUERY", "GTID", "XACOMMIT", "XAROLLBACK"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -82,21 +89,36 @@ class DataworksJsonDecoder(StreamDecoder):
             seq = 0
         ts = payload.get("timestamp") or {}
         event_time = ts.get("eventTime") if isinstance(ts, dict) else None
-        common = dict(seq=None if seq_text is None else str(seq_text),
-                      event_time_ms=int(event_time) if isinstance(event_time, int) else None,
-                      topic=rec.topic, partition=rec.partition, offset=rec.offset)
+        common: dict[str, Any] = dict(
+            seq=None if seq_text is None else str(seq_text),
+            event_time_ms=int(event_time) if isinstance(event_time, int) else None,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+        )
         if op in _DDL_OPS:
             ddl = payload.get("ddl") or {}
-            self.sink.events.append(Event(
-                db=db, tbl=tbl, op="ddl", ddl=str(ddl.get("text") or "") if isinstance(ddl, dict) else "",
-                order_key=u128(seq) + b"\x01" + kafka_tail(rec.partition, rec.offset),
-                **common))  # type: ignore[arg-type]
+            self.sink.events.append(
+                Event(
+                    db=db,
+                    tbl=tbl,
+                    op="ddl",
+                    ddl=str(ddl.get("text") or "") if isinstance(ddl, dict) else "",
+                    order_key=u128(seq) + b"\x01" + kafka_tail(rec.partition, rec.offset),
+                    **common,
+                )
+            )
             return
         if op not in ("INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"):
             raise DecodeError(f"unknown op {op!r}")
-        types = {str(c["name"]): _TYPES.get(str(c.get("type")).upper(), "unknown")
-                 for c in schema.get("dataColumn") or [] if isinstance(c, dict) and "name" in c}
-        pk = list(schema.get("primaryKey") or []) or list(self.ctx.primary_keys.get(f"{db}.{tbl}", []))
+        types = {
+            str(c["name"]): _TYPES.get(str(c.get("type")).upper(), "unknown")
+            for c in schema.get("dataColumn") or []
+            if isinstance(c, dict) and "name" in c
+        }
+        pk = list(schema.get("primaryKey") or []) or list(
+            self.ctx.primary_keys.get(f"{db}.{tbl}", [])
+        )
 
         def image(which: str) -> dict[str, str | None] | None:
             part = payload.get(which)
@@ -112,9 +134,17 @@ class DataworksJsonDecoder(StreamDecoder):
 
         before, after = image("before"), image("after")
         flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
-        ev = Event(db=db, tbl=tbl, op="insert", pk=pk, before=before, after=after, types=types,
-                   order_key=u128(seq) + flag + kafka_tail(rec.partition, rec.offset),
-                   **common)  # type: ignore[arg-type]
+        ev = Event(
+            db=db,
+            tbl=tbl,
+            op="insert",
+            pk=pk,
+            before=before,
+            after=after,
+            types=types,
+            order_key=u128(seq) + flag + kafka_tail(rec.partition, rec.offset),
+            **common,
+        )
         if op == "INSERT":
             if after is None:
                 raise DecodeError("INSERT without `after`")

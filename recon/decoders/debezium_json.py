@@ -28,12 +28,28 @@ from recon.values import (
     time_from_us,
 )
 
-_SNAPSHOT_TRUE = {"true", "first", "first_in_data_collection", "last_in_data_collection", "last",
-                  "incremental"}
+_SNAPSHOT_TRUE = {
+    "true",
+    "first",
+    "first_in_data_collection",
+    "last_in_data_collection",
+    "last",
+    "incremental",
+}
 
-_PRIMITIVE = {"int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
-              "float": "float32", "float32": "float32", "double": "float64", "float64": "float64",
-              "boolean": "bool", "string": "string", "bytes": "binary"}
+_PRIMITIVE = {
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "float": "float32",
+    "float32": "float32",
+    "double": "float64",
+    "float64": "float64",
+    "boolean": "bool",
+    "string": "string",
+    "bytes": "binary",
+}
 _SEMANTIC = {
     "io.debezium.time.Date": "date",
     "io.debezium.time.Timestamp": "datetime",
@@ -75,7 +91,10 @@ def _convert(v: object, logical: str, f: dict | None) -> str | None:
         return decimal_from_twos_complement(base64.b64decode(v), scale)
     if name == "io.debezium.data.VariableScaleDecimal" and isinstance(v, dict):
         return decimal_from_twos_complement(base64.b64decode(v["value"]), int(v["scale"]))
-    if name in ("io.debezium.data.geometry.Point", "io.debezium.data.geometry.Geometry") and isinstance(v, dict):
+    if name in (
+        "io.debezium.data.geometry.Point",
+        "io.debezium.data.geometry.Geometry",
+    ) and isinstance(v, dict):
         return str(v.get("wkb")) if v.get("wkb") is not None else None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         if name == "io.debezium.time.Date":
@@ -171,8 +190,12 @@ class DebeziumJsonDecoder(StreamDecoder):
         elif op_code in ("c", "u", "d"):
             op = {"c": "insert", "u": "update", "d": "delete"}[op_code]
         elif op_code == "t":
-            self._emit(rec, Event(db=db, tbl=tbl, op="ddl", ddl=f"TRUNCATE TABLE `{db}`.`{tbl}`"),
-                       source, payload)
+            self._emit(
+                rec,
+                Event(db=db, tbl=tbl, op="ddl", ddl=f"TRUNCATE TABLE `{db}`.`{tbl}`"),
+                source,
+                payload,
+            )
             return
         else:
             raise DecodeError(f"unknown op {op_code!r}")
@@ -180,8 +203,9 @@ class DebeziumJsonDecoder(StreamDecoder):
         if isinstance(schema, dict):
             for part in schema.get("fields") or []:
                 if part.get("field") in ("before", "after"):
-                    fields[part["field"]] = {f["field"]: _field_type(f)
-                                             for f in part.get("fields") or []}
+                    fields[part["field"]] = {
+                        f["field"]: _field_type(f) for f in part.get("fields") or []
+                    }
         types: dict[str, str] = {}
 
         def image(which: str) -> dict[str, str | None] | None:
@@ -208,8 +232,15 @@ class DebeziumJsonDecoder(StreamDecoder):
             raise DecodeError("op 'd' without `before`")
         if op == "update" and after is None:
             raise DecodeError("op 'u' without `after`")
-        ev = Event(db=db, tbl=tbl, op=op, pk=self._key_columns(rec, db, tbl), before=before,
-                   after=after, types=types)
+        ev = Event(
+            db=db,
+            tbl=tbl,
+            op=op,
+            pk=self._key_columns(rec, db, tbl),
+            before=before,
+            after=after,
+            types=types,
+        )
         self._emit(rec, ev, source, payload)
 
     def _emit(self, rec: RawRecord, ev: Event, source: dict, payload: dict) -> None:
@@ -238,8 +269,12 @@ class DebeziumJsonDecoder(StreamDecoder):
         position = payload.get("position") or payload.get("source") or {}
         db = payload.get("databaseName") or payload.get("schemaName") or ""
         ev = Event(db=db, tbl="", op="ddl", ddl=str(payload.get("ddl") or ""))
-        src = {"file": position.get("file"), "pos": position.get("pos"),
-               "gtid": None, "ts_sec": position.get("ts_sec")}
+        src = {
+            "file": position.get("file"),
+            "pos": position.get("pos"),
+            "gtid": None,
+            "ts_sec": position.get("ts_sec"),
+        }
         from recon.sqlddl import parse_create_table
 
         try:
@@ -254,7 +289,9 @@ class DebeziumJsonDecoder(StreamDecoder):
         parts = topic.split(".")
         if len(parts) >= 3:
             return db or parts[-2], tbl or parts[-1]
-        raise DecodeError(f"the message names no table and topic {topic!r} is not <prefix>.<db>.<table>")
+        raise DecodeError(
+            f"the message names no table and topic {topic!r} is not <prefix>.<db>.<table>"
+        )
 
     def _key_columns(self, rec: RawRecord, db: str, tbl: str) -> list[str]:
         configured = self.ctx.primary_keys.get(f"{db}.{tbl}")

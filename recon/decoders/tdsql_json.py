@@ -65,17 +65,30 @@ class TdsqlJsonDecoder(StreamDecoder):
             self.txn.commit(str(msg.get("xid")) if msg.get("xid") is not None else gtid)
             return
         db, tbl = str(msg.get("db") or ""), str(msg.get("table") or "")
-        ok = u64(gtid_number(gtid)) + u32(_index(msg.get("event_index"))) + u32(0) + kafka_tail(
-            rec.partition, rec.offset)
+        ok = (
+            u64(gtid_number(gtid))
+            + u32(_index(msg.get("event_index")))
+            + u32(0)
+            + kafka_tail(rec.partition, rec.offset)
+        )
         begintime = msg.get("begintime")
         ev_time = int(begintime) * 1000 if isinstance(begintime, int) else None
         if kind == "query":
             sql = str(msg.get("sql") or "")
             ddl_db, ddl_tbl = self._apply_ddl(db, sql)
-            ev = Event(db=ddl_db or db, tbl=ddl_tbl or tbl, op="ddl", ddl=sql, order_key=ok,
-                       gtid=gtid, event_index=_index(msg.get("event_index")),
-                       event_time_ms=ev_time, topic=rec.topic, partition=rec.partition,
-                       offset=rec.offset)
+            ev = Event(
+                db=ddl_db or db,
+                tbl=ddl_tbl or tbl,
+                op="ddl",
+                ddl=sql,
+                order_key=ok,
+                gtid=gtid,
+                event_index=_index(msg.get("event_index")),
+                event_time_ms=ev_time,
+                topic=rec.topic,
+                partition=rec.partition,
+                offset=rec.offset,
+            )
             self.txn.event(ev)
             self.txn.commit(gtid)  # DDL commits implicitly; its gtid event opened a "transaction"
             return
@@ -97,15 +110,28 @@ class TdsqlJsonDecoder(StreamDecoder):
         if kind == "update" and (before is None or after is None):
             raise DecodeError("update without both `where` and `field`")
         pk = tdef.primary_key or list(self.ctx.primary_keys.get(key, []))
-        self.txn.event(Event(
-            db=db, tbl=tbl, op=kind, pk=pk, before=before, after=after,
-            types={c: t for c, t in types.items() if (after or before or {}).__contains__(c)},
-            order_key=ok, gtid=gtid, event_index=_index(msg.get("event_index")),
-            event_time_ms=ev_time, topic=rec.topic, partition=rec.partition, offset=rec.offset,
-        ))
+        self.txn.event(
+            Event(
+                db=db,
+                tbl=tbl,
+                op=kind,
+                pk=pk,
+                before=before,
+                after=after,
+                types={c: t for c, t in types.items() if (after or before or {}).__contains__(c)},
+                order_key=ok,
+                gtid=gtid,
+                event_index=_index(msg.get("event_index")),
+                event_time_ms=ev_time,
+                topic=rec.topic,
+                partition=rec.partition,
+                offset=rec.offset,
+            )
+        )
 
-    def _image(self, key: str, tdef: TableDef, types: dict[str, str],
-               values: object) -> dict[str, str | None] | None:
+    def _image(
+        self, key: str, tdef: TableDef, types: dict[str, str], values: object
+    ) -> dict[str, str | None] | None:
         if not isinstance(values, list) or not values:
             return None
         if len(values) != len(tdef.columns):

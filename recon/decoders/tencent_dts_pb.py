@@ -7,6 +7,8 @@ HEARTBEAT / CHECKPOINT. DML rows are positional `oldColumns`/`newColumns` aligne
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf.message import DecodeError as PbDecodeError
 
 from recon._proto import tencent_subscribe_pb2 as pb
@@ -19,16 +21,35 @@ from recon.values import b64, mysql_logical_type, normalize_datetime_text, parse
 
 # MySQL charset names -> Python codecs (formats.md 1.3: MySQL latin1 is really cp1252).
 _CHARSETS = {
-    "utf8": "utf-8", "utf8mb3": "utf-8", "utf8mb4": "utf-8", "latin1": "cp1252",
-    "gbk": "gbk", "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "ascii": "ascii",
-    "ucs2": "utf-16-be", "utf16": "utf-16-be", "utf32": "utf-32-be", "": "utf-8",
+    "utf8": "utf-8",
+    "utf8mb3": "utf-8",
+    "utf8mb4": "utf-8",
+    "latin1": "cp1252",
+    "gbk": "gbk",
+    "gb2312": "gb2312",
+    "gb18030": "gb18030",
+    "big5": "big5",
+    "ascii": "ascii",
+    "ucs2": "utf-16-be",
+    "utf16": "utf-16-be",
+    "utf32": "utf-32-be",
+    "": "utf-8",
 }
 
 _DT_LOGICAL = {
-    pb.INT8: "int8", pb.INT16: "int16", pb.INT32: "int32", pb.INT64: "int64",
-    pb.UINT8: "uint8", pb.UINT16: "uint16", pb.UINT32: "uint32", pb.UINT64: "uint64",
-    pb.FLOAT32: "float32", pb.FLOAT64: "float64", pb.DECIMAL: "decimal(65,30)",
-    pb.STRING: "string", pb.BYTES: "binary",
+    pb.INT8: "int8",
+    pb.INT16: "int16",
+    pb.INT32: "int32",
+    pb.INT64: "int64",
+    pb.UINT8: "uint8",
+    pb.UINT16: "uint16",
+    pb.UINT32: "uint32",
+    pb.UINT64: "uint64",
+    pb.FLOAT32: "float32",
+    pb.FLOAT64: "float64",
+    pb.DECIMAL: "decimal(65,30)",
+    pb.STRING: "string",
+    pb.BYTES: "binary",
 }
 _OPS = {pb.INSERT: "insert", pb.UPDATE: "update", pb.DELETE: "delete"}
 
@@ -87,7 +108,9 @@ class TencentDtsPbDecoder(StreamDecoder):
             self.sink.bad(rec, f"not a Tencent Envelope: {err}")
             return
         if env.version != 1:
-            self.sink.bad(rec, f"unsupported Envelope.version {env.version}: only 1 (Entries) is defined")
+            self.sink.bad(
+                rec, f"unsupported Envelope.version {env.version}: only 1 (Entries) is defined"
+            )
             return
         total, index = env.total or 1, env.index
         if index >= total:
@@ -111,7 +134,9 @@ class TencentDtsPbDecoder(StreamDecoder):
                     f"orphan segment: envelope of {self.seg_total} segments broken by segment "
                     f"{index}/{total} at offset {rec.offset}"
                 )
-            self.sink.bad(rec, f"orphan segment: segment {index} of {total} with no segment 0 before it")
+            self.sink.bad(
+                rec, f"orphan segment: segment {index} of {total} with no segment 0 before it"
+            )
             self.sink.count(rec, "segments_orphaned")
             return
         self.segments.append(rec)
@@ -145,18 +170,18 @@ class TencentDtsPbDecoder(StreamDecoder):
             if i < skip:
                 continue
             if kind == "begin":
-                self.txn.begin(i, payload)  # type: ignore[arg-type]
+                self.txn.begin(i, payload)
             elif kind == "commit":
-                self.txn.commit(payload)  # type: ignore[arg-type]
+                self.txn.commit(payload)
             elif kind == "event":
-                self.txn.event(payload)  # type: ignore[arg-type]
+                self.txn.event(payload)
             else:
                 self.sink.count(group[0], str(payload))
 
-    def _entries(self, group: list[RawRecord], entries: pb.Entries) -> list[tuple[str, object]]:
+    def _entries(self, group: list[RawRecord], entries: pb.Entries) -> list[tuple[str, Any]]:
         """Decode every item first, so a bad item quarantines the whole group, not half of it."""
         first = group[0]
-        out: list[tuple[str, object]] = []
+        out: list[tuple[str, Any]] = []
         for entry in entries.items:
             h = entry.header
             ev = entry.event
@@ -202,22 +227,39 @@ class TencentDtsPbDecoder(StreamDecoder):
                 for i, d in enumerate(datas):
                     if d.dataType == pb.NA:
                         continue  # not in this image (minimal row image): not NULL
-                    lt = logical[i] if logical[i] != "unknown" else _DT_LOGICAL.get(d.dataType, "unknown")
+                    lt = (
+                        logical[i]
+                        if logical[i] != "unknown"
+                        else _DT_LOGICAL.get(d.dataType, "unknown")
+                    )
                     types[names[i]] = lt
                     img[names[i]] = _value(d, lt)
                 return img
 
             before = image(list(row.oldColumns)) if op in ("update", "delete") else None
             after = image(list(row.newColumns)) if op in ("update", "insert") else None
-            out.append(Event(
-                db=h.schemaName, tbl=h.tableName, op=op, pk=pk, before=before, after=after,
-                types=types,
-                order_key=u64(h.seqId) + binlog_key(h.fileName, h.position, row_i,
-                                                    rec.partition, rec.offset),
-                gtid=h.gtid or None, binlog_file=h.fileName or None, binlog_pos=h.position,
-                seq=str(h.seqId), event_index=row_i, event_time_ms=h.timestamp * 1000,
-                topic=rec.topic, partition=rec.partition, offset=rec.offset,
-            ))
+            out.append(
+                Event(
+                    db=h.schemaName,
+                    tbl=h.tableName,
+                    op=op,
+                    pk=pk,
+                    before=before,
+                    after=after,
+                    types=types,
+                    order_key=u64(h.seqId)
+                    + binlog_key(h.fileName, h.position, row_i, rec.partition, rec.offset),
+                    gtid=h.gtid or None,
+                    binlog_file=h.fileName or None,
+                    binlog_pos=h.position,
+                    seq=str(h.seqId),
+                    event_index=row_i,
+                    event_time_ms=h.timestamp * 1000,
+                    topic=rec.topic,
+                    partition=rec.partition,
+                    offset=rec.offset,
+                )
+            )
         return out
 
     def _ddl(self, rec: RawRecord, h: pb.Header, ddl: pb.DDLEvent) -> Event:
@@ -234,11 +276,20 @@ class TencentDtsPbDecoder(StreamDecoder):
                 sdb, tbl = split_qualified(parts[2])
                 db = sdb or db
         return Event(
-            db=db, tbl=tbl, op="ddl", ddl=ddl.sql,
-            order_key=u64(h.seqId) + binlog_key(h.fileName, h.position, 0, rec.partition, rec.offset),
-            gtid=h.gtid or None, binlog_file=h.fileName or None, binlog_pos=h.position,
-            seq=str(h.seqId), event_time_ms=h.timestamp * 1000,
-            topic=rec.topic, partition=rec.partition, offset=rec.offset,
+            db=db,
+            tbl=tbl,
+            op="ddl",
+            ddl=ddl.sql,
+            order_key=u64(h.seqId)
+            + binlog_key(h.fileName, h.position, 0, rec.partition, rec.offset),
+            gtid=h.gtid or None,
+            binlog_file=h.fileName or None,
+            binlog_pos=h.position,
+            seq=str(h.seqId),
+            event_time_ms=h.timestamp * 1000,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
         )
 
     def finish(self) -> list[RawRecord]:

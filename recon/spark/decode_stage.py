@@ -1,4 +1,4 @@
-"""The `decode` stage for one pipeline-hour: raw dumps -> canonical events, quarantine, carry, counters.
+"""The `decode` stage of one pipeline-hour: raw dumps -> canonical events, quarantine, carry.
 
 Writes (under the pipeline's warehouse; contract 4):
 - `_state/<pipeline>/events/hour=H/`      canonical events of the hour (Parquet)
@@ -72,10 +72,12 @@ def spark_ddl(schema: Any) -> str:
     """Arrow schema -> Spark DDL for mapInArrow."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return str(from_arrow_schema(schema).simpleString())[len("struct<"):-1]
+    return str(from_arrow_schema(schema).simpleString())[len("struct<") : -1]
 
 
-def table_defs_before(cfg: PipelineConfig, paths: StatePaths, hour: datetime) -> dict[str, TableDef]:
+def table_defs_before(
+    cfg: PipelineConfig, paths: StatePaths, hour: datetime
+) -> dict[str, TableDef]:
     """Table definitions in force at the start of `hour`: config, then the previous hour's state."""
     defs: dict[str, TableDef] = {}
     for name, t in cfg.tables.items():
@@ -125,12 +127,20 @@ def _earlier_offset_dirs(paths: StatePaths, hour: datetime) -> list[str]:
     if not root.is_dir():
         return []
     mine = f"hour={format_hour(hour)}"
-    return sorted(str(p) for p in root.iterdir() if p.is_dir() and p.name.startswith("hour=")
-                  and p.name < mine and any(p.glob("*.parquet")))
+    return sorted(
+        str(p)
+        for p in root.iterdir()
+        if p.is_dir() and p.name.startswith("hour=") and p.name < mine and any(p.glob("*.parquet"))
+    )
 
 
-def decode_hour(spark: SparkSession, cfg: PipelineConfig, hour: datetime, run_id: str | None = None,
-                allow_incomplete: bool = False) -> dict[str, Any]:
+def decode_hour(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    hour: datetime,
+    run_id: str | None = None,
+    allow_incomplete: bool = False,
+) -> dict[str, Any]:
     """Run the decode stage for one hour; returns the counters it also writes."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
@@ -146,24 +156,31 @@ def decode_hour(spark: SparkSession, cfg: PipelineConfig, hour: datetime, run_id
     # input counters per (topic, partition): aggregates only, never the data
     input_stats = {
         (r["topic"], r["partition"]): r.asDict()
-        for r in records.groupBy("topic", "partition").agg(
+        for r in records.groupBy("topic", "partition")
+        .agg(
             F.count("*").alias("records"),
             F.countDistinct("offset").alias("distinct"),
             F.sum(F.coalesce(F.length("value"), F.lit(0))).alias("bytes"),
             F.min("offset").alias("min_offset"),
             F.max("offset").alias("max_offset"),
-        ).collect()
+        )
+        .collect()
     }
 
     distinct = records.dropDuplicates(["topic", "partition", "offset"])
     earlier = _earlier_offset_dirs(paths, hour)
     if earlier:
         iv = spark.read.parquet(*earlier).select("topic", "partition", "lo", "hi")
-        cond = ((distinct["topic"] == iv["topic"]) & (distinct["partition"] == iv["partition"])
-                & distinct["offset"].between(iv["lo"], iv["hi"]))
+        cond = (
+            (distinct["topic"] == iv["topic"])
+            & (distinct["partition"] == iv["partition"])
+            & distinct["offset"].between(iv["lo"], iv["hi"])
+        )
         seen = distinct.join(F.broadcast(iv), cond, "left_semi")
-        cross_dups = {(r["topic"], r["partition"]): r["n"]
-                      for r in seen.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()}
+        cross_dups = {
+            (r["topic"], r["partition"]): r["n"]
+            for r in seen.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
+        }
         fresh = distinct.join(F.broadcast(iv), cond, "left_anti")
     else:
         cross_dups = {}
@@ -175,9 +192,16 @@ def decode_hour(spark: SparkSession, cfg: PipelineConfig, hour: datetime, run_id
     to_decode = fresh
     if carried_in_available:
         carried = spark.read.parquet(str(carry_dir)).select(
-            "topic", "partition", "offset", F.col("raw_key").alias("key"),
-            F.col("raw_value").alias("value"), F.col("raw_ts_ms").alias("ts_ms"),
-            F.col("raw_headers").alias("headers"), F.lit(True).alias("carried"), "skip")
+            "topic",
+            "partition",
+            "offset",
+            F.col("raw_key").alias("key"),
+            F.col("raw_value").alias("value"),
+            F.col("raw_ts_ms").alias("ts_ms"),
+            F.col("raw_headers").alias("headers"),
+            F.lit(True).alias("carried"),
+            "skip",
+        )
         to_decode = to_decode.unionByName(carried)
 
     ctx = DecodeContext(
@@ -186,15 +210,17 @@ def decode_hour(spark: SparkSession, cfg: PipelineConfig, hour: datetime, run_id
     )
     fmt = cfg.format
 
-    def decode_partition(batches):  # type: ignore[no-untyped-def]
+    def decode_partition(batches):
         from recon.stream import decode_stream
 
         yield from decode_stream(batches, fmt, ctx)
 
     n_parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 8))
-    decoded = (to_decode.repartition(n_parts, "topic", "partition")
-               .sortWithinPartitions("topic", "partition", "offset")
-               .mapInArrow(decode_partition, spark_ddl(OUTPUT_SCHEMA)))
+    decoded = (
+        to_decode.repartition(n_parts, "topic", "partition")
+        .sortWithinPartitions("topic", "partition", "offset")
+        .mapInArrow(decode_partition, spark_ddl(OUTPUT_SCHEMA))
+    )
 
     staging = paths.staging(run_id)
     if staging.exists():
@@ -204,10 +230,13 @@ def decode_hour(spark: SparkSession, cfg: PipelineConfig, hour: datetime, run_id
     if n_unreadable:
         out_cols = [f.name for f in OUTPUT_SCHEMA]
         bad = unreadable.select(
-            F.lit("quarantine").alias("kind"), "topic", F.lit(-1).alias("partition"),
+            F.lit("quarantine").alias("kind"),
+            "topic",
+            F.lit(-1).alias("partition"),
             F.lit(-1).cast("long").alias("offset"),
             F.concat(F.lit("unreadable dump line in "), F.col("file")).alias("reason"),
-            F.encode("line", "UTF-8").alias("raw_value"))
+            F.encode("line", "UTF-8").alias("raw_value"),
+        )
         for f in OUTPUT_SCHEMA:
             if f.name not in bad.columns:
                 bad = bad.withColumn(f.name, F.lit(None).cast(decoded.schema[f.name].dataType))
@@ -218,30 +247,43 @@ def decode_hour(spark: SparkSession, cfg: PipelineConfig, hour: datetime, run_id
 
     stats: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
     if part("stat").exists():
-        for r in spark.read.parquet(str(part("stat"))).select("topic", "partition", "stat", "n").collect():
+        for r in (
+            spark.read.parquet(str(part("stat")))
+            .select("topic", "partition", "stat", "n")
+            .collect()
+        ):
             stats[(r["topic"], r["partition"])][r["stat"]] = int(r["n"])
     ddls: list[tuple[str, str, str]] = []
     events_by_op: dict[str, int] = {}
     if part("event").exists():
         ev = spark.read.parquet(str(part("event")))
-        events_by_op = {r["op"]: int(r["n"]) for r in
-                        ev.groupBy("op").agg(F.count("*").alias("n")).collect()}
-        ddls = [(r["db"], r["tbl"], r["ddl"]) for r in
-                ev.where(F.col("op") == "ddl").orderBy("order_key")
-                .select("db", "tbl", "ddl").collect()]
+        events_by_op = {
+            r["op"]: int(r["n"]) for r in ev.groupBy("op").agg(F.count("*").alias("n")).collect()
+        }
+        ddls = [
+            (r["db"], r["tbl"], r["ddl"])
+            for r in ev.where(F.col("op") == "ddl")
+            .orderBy("order_key")
+            .select("db", "tbl", "ddl")
+            .collect()
+        ]
     quarantine_reasons: dict[str, int] = {}
     if part("quarantine").exists():
         q = spark.read.parquet(str(part("quarantine")))
-        quarantine_reasons = {r["reason"]: int(r["n"]) for r in
-                              q.groupBy("reason").agg(F.count("*").alias("n")).collect()}
+        quarantine_reasons = {
+            r["reason"]: int(r["n"])
+            for r in q.groupBy("reason").agg(F.count("*").alias("n")).collect()
+        }
 
     # offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe
     w = Window.partitionBy("topic", "partition").orderBy("offset")
-    intervals = (distinct.select("topic", "partition", "offset")
-                 .withColumn("island", F.col("offset") - F.row_number().over(w))
-                 .groupBy("topic", "partition", "island")
-                 .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
-                 .drop("island"))
+    intervals = (
+        distinct.select("topic", "partition", "offset")
+        .withColumn("island", F.col("offset") - F.row_number().over(w))
+        .groupBy("topic", "partition", "island")
+        .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+        .drop("island")
+    )
     off_stage = staging / "offsets"
     intervals.coalesce(1).write.parquet(str(off_stage))
 
@@ -254,31 +296,40 @@ def decode_hour(spark: SparkSession, cfg: PipelineConfig, hour: datetime, run_id
     defs = fold_ddl(table_defs_before(cfg, paths, hour), ddls)
     schema_file = paths.schema(hour)
     schema_file.parent.mkdir(parents=True, exist_ok=True)
-    schema_file.write_text(json.dumps({"tables": {k: v.to_json() for k, v in sorted(defs.items())}},
-                                      indent=2))
+    schema_file.write_text(
+        json.dumps({"tables": {k: v.to_json() for k, v in sorted(defs.items())}}, indent=2)
+    )
 
-    partitions = []
+    partitions: list[dict[str, Any]] = []
     for key in sorted(set(input_stats) | set(stats)):
         i = input_stats.get(key, {})
         s = stats.get(key, {})
-        partitions.append({
-            "topic": key[0], "partition": key[1],
-            "records": int(i.get("records") or 0), "bytes": int(i.get("bytes") or 0),
-            "min_offset": i.get("min_offset"), "max_offset": i.get("max_offset"),
-            "duplicates_in_hour": int((i.get("records") or 0) - (i.get("distinct") or 0)),
-            "duplicates_cross_hour": int(cross_dups.get(key, 0)),
-            "decoder": dict(sorted(s.items())),
-        })
+        partitions.append(
+            {
+                "topic": key[0],
+                "partition": key[1],
+                "records": int(i.get("records") or 0),
+                "bytes": int(i.get("bytes") or 0),
+                "min_offset": i.get("min_offset"),
+                "max_offset": i.get("max_offset"),
+                "duplicates_in_hour": int((i.get("records") or 0) - (i.get("distinct") or 0)),
+                "duplicates_cross_hour": int(cross_dups.get(key, 0)),
+                "decoder": dict(sorted(s.items())),
+            }
+        )
     totals: dict[str, int] = defaultdict(int)
     for p in partitions:
         for k in ("records", "bytes", "duplicates_in_hour", "duplicates_cross_hour"):
-            totals[k] += p[k]  # type: ignore[literal-required]
-        for k, v in p["decoder"].items():  # type: ignore[union-attr]
+            totals[k] += int(p[k])
+        for k, v in p["decoder"].items():
             if ":" not in k:
                 totals[k] += v
     totals["unreadable_lines"] = n_unreadable
     counters = {
-        "pipeline": cfg.name, "hour": format_hour(hour), "run_id": run_id, "format": cfg.format,
+        "pipeline": cfg.name,
+        "hour": format_hour(hour),
+        "run_id": run_id,
+        "format": cfg.format,
         "previous_hour_decoded": paths.counters(prev_hour).is_file(),
         "carried_in_available": carried_in_available,
         "totals": dict(sorted(totals.items())),

@@ -44,9 +44,14 @@ def list_hour(raw_path: Path, topic: str, hour: datetime) -> HourFiles:
     if not folder.is_dir():
         return HourFiles(topic, folder, False, (), ())
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
-    parquet = tuple(str(folder / n) for n in names if n.startswith("part-") and n.endswith(".parquet"))
-    jsonl = tuple(str(folder / n) for n in names
-                  if n.startswith("part-") and (n.endswith(".jsonl") or n.endswith(".jsonl.gz")))
+    parquet = tuple(
+        str(folder / n) for n in names if n.startswith("part-") and n.endswith(".parquet")
+    )
+    jsonl = tuple(
+        str(folder / n)
+        for n in names
+        if n.startswith("part-") and (n.endswith(".jsonl") or n.endswith(".jsonl.gz"))
+    )
     return HourFiles(topic, folder, (folder / "_SUCCESS").is_file(), parquet, jsonl)
 
 
@@ -74,44 +79,75 @@ def read_hour(spark: SparkSession, files: list[HourFiles]) -> tuple[DataFrame, D
         if hf.parquet:
             df = spark.read.option("mergeSchema", "true").parquet(*hf.parquet)
             cols = set(df.columns)
-            headers = (F.col("headers").cast("array<struct<key:string,value:binary>>")
-                       if "headers" in cols else F.lit(None).cast("array<struct<key:string,value:binary>>"))
-            ts = (F.col("timestamp").cast("timestamp").cast("double") * 1000).cast("long") \
-                if "timestamp" in cols else F.lit(None).cast("long")
-            frames.append(df.select(
-                F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
-                F.col("partition").cast("int").alias("partition"),
-                F.col("offset").cast("long").alias("offset"),
-                F.col("key").cast("binary").alias("key"),
-                F.col("value").cast("binary").alias("value"),
-                ts.alias("ts_ms"),
-                headers.alias("headers"),
-            ))
+            headers = (
+                F.col("headers").cast("array<struct<key:string,value:binary>>")
+                if "headers" in cols
+                else F.lit(None).cast("array<struct<key:string,value:binary>>")
+            )
+            ts = (
+                (F.col("timestamp").cast("timestamp").cast("double") * 1000).cast("long")
+                if "timestamp" in cols
+                else F.lit(None).cast("long")
+            )
+            frames.append(
+                df.select(
+                    F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
+                    F.col("partition").cast("int").alias("partition"),
+                    F.col("offset").cast("long").alias("offset"),
+                    F.col("key").cast("binary").alias("key"),
+                    F.col("value").cast("binary").alias("value"),
+                    ts.alias("ts_ms"),
+                    headers.alias("headers"),
+                )
+            )
         if hf.jsonl:
-            raw = (spark.read.schema(JSONL_SCHEMA)
-                   .option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
-                   .json(list(hf.jsonl)))
-            ok = raw.where(F.col("_corrupt").isNull() & F.col("partition").isNotNull()
-                           & F.col("offset").isNotNull())
-            bad = raw.where(F.col("_corrupt").isNotNull() | F.col("partition").isNull()
-                            | F.col("offset").isNull())
-            frames.append(ok.select(
-                F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
-                F.col("partition"),
-                F.col("offset"),
-                F.unbase64("key").alias("key"),
-                F.unbase64("value").alias("value"),
-                F.col("timestamp").alias("ts_ms"),
-                F.transform("headers", lambda h: F.struct(h["key"].alias("key"),
-                                                          F.unbase64(h["value"]).alias("value")))
-                .alias("headers"),
-            ))
-            bad_frames.append(bad.select(
-                F.lit(hf.topic).alias("topic"), F.input_file_name().alias("file"),
-                F.coalesce(F.col("_corrupt"), F.to_json(F.struct(*[c for c in raw.columns if c != "_corrupt"])))
-                .alias("line")))
-    empty = spark.createDataFrame([], "topic string, partition int, offset long, key binary, "
-                                  "value binary, ts_ms long, headers array<struct<key:string,value:binary>>")
+            raw = (
+                spark.read.schema(JSONL_SCHEMA)
+                .option("mode", "PERMISSIVE")
+                .option("columnNameOfCorruptRecord", "_corrupt")
+                .json(list(hf.jsonl))
+            )
+            ok = raw.where(
+                F.col("_corrupt").isNull()
+                & F.col("partition").isNotNull()
+                & F.col("offset").isNotNull()
+            )
+            bad = raw.where(
+                F.col("_corrupt").isNotNull()
+                | F.col("partition").isNull()
+                | F.col("offset").isNull()
+            )
+            frames.append(
+                ok.select(
+                    F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
+                    F.col("partition"),
+                    F.col("offset"),
+                    F.unbase64("key").alias("key"),
+                    F.unbase64("value").alias("value"),
+                    F.col("timestamp").alias("ts_ms"),
+                    F.transform(
+                        "headers",
+                        lambda h: F.struct(
+                            h["key"].alias("key"), F.unbase64(h["value"]).alias("value")
+                        ),
+                    ).alias("headers"),
+                )
+            )
+            bad_frames.append(
+                bad.select(
+                    F.lit(hf.topic).alias("topic"),
+                    F.input_file_name().alias("file"),
+                    F.coalesce(
+                        F.col("_corrupt"),
+                        F.to_json(F.struct(*[c for c in raw.columns if c != "_corrupt"])),
+                    ).alias("line"),
+                )
+            )
+    empty = spark.createDataFrame(
+        [],
+        "topic string, partition int, offset long, key binary, "
+        "value binary, ts_ms long, headers array<struct<key:string,value:binary>>",
+    )
     records = empty
     for f in frames:
         records = records.unionByName(f)

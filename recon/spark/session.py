@@ -35,4 +35,3 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("RECON_SPARK_LOG_LEVEL", "ERROR"))
     return spark
-
