@@ -143,3 +143,43 @@ def test_an_incomplete_hour_is_refused_with_the_fix(spark, tmp_path: Path) -> No
         == "2026-11-20T00"
     )
     _ = base64, shutil
+
+
+def test_one_hour_of_two_topics_with_headers(spark, tmp_path: Path) -> None:
+    fmt = "canal_json"
+    a = sample.to_records(sample.ENCODERS[fmt](TXNS[:3]), "topic_a")
+    b = sample.to_records(sample.ENCODERS[fmt](TXNS[3:6]), "topic_b")
+    hdrs = [{"key": "ps", "value": b"42"}]
+    b.append(RawRecord("topic_b", 0, 500, b"k", b"junk", b[0].ts_ms, hdrs))
+    write_dump(tmp_path / "raw", "topic_a", a, "parquet", HOURS[:1])
+    write_dump(tmp_path / "raw", "topic_b", b, "parquet", HOURS[:1])
+    path = tmp_path / "two.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "two",
+                "format": fmt,
+                "raw_path": "raw",
+                "topics": ["topic_a", "topic_b"],
+                "warehouse": "wh",
+                "start": "2026-11-20T00:00:00Z",
+                "tables": {"shop.orders": {}},
+            }
+        )
+    )
+    cfg = load_config(path)
+    c = decode_hour(spark, cfg, H0)
+    assert {(p["topic"], p["records"]) for p in c["partitions"]} == {
+        ("topic_a", len(a)),
+        ("topic_b", len(b)),
+    }
+    n_changes = sum(len(t.changes) for t in TXNS[:6])
+    assert sum(c["events_by_op"].values()) == n_changes
+    (q,) = pq.read_table(StatePaths(cfg.warehouse, cfg.name).quarantine(H0)).to_pylist()
+    assert (q["topic"], q["offset"], q["raw_key"], q["raw_value"], q["raw_headers"]) == (
+        "topic_b",
+        500,
+        b"k",
+        b"junk",
+        hdrs,
+    )

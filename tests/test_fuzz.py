@@ -30,12 +30,29 @@ def _decode(values: list[bytes | None], fmt: str) -> list[dict]:
     return decode_records(recs, fmt, CTX).to_pylist()
 
 
+CONTROL = {
+    "tombstones",
+    "heartbeats",
+    "checkpoints",
+    "rollbacks",
+    "transaction_markers",
+    "empty_envelopes",
+    "empty_packets",
+}
+
+
 def _accounted(out: list[dict], n: int) -> None:
+    """Every garbage record fed is quarantined, counted as control, carried, or yields events."""
     stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
     assert stats.get("records_in", 0) == n
+    control = sum(v for k, v in stats.items() if k in CONTROL or k.startswith("non_dml_"))
+    with_events = {r["offset"] for r in out if r["kind"] == "event"}
+    quarantined = {r["offset"] for r in out if r["kind"] == "quarantine"}
+    carried = {r["offset"] for r in out if r["kind"] == "carry"}
     for q in out:
         if q["kind"] == "quarantine":
-            assert q["reason"] and q["offset"] is not None
+            assert q["reason"]
+    assert len(quarantined | with_events | carried) + control >= n
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -47,6 +64,17 @@ def test_random_bytes_are_quarantined_not_crashing(fmt: str, garbage: list[bytes
     quarantined = {r["offset"]: r["raw_value"] for r in out if r["kind"] == "quarantine"}
     for off, raw in quarantined.items():
         assert raw == garbage[off]
+
+
+def _txn_ranges(fmt: str) -> list[range]:
+    """Offsets of each transaction's records (the encoders emit one transaction after another)."""
+    enc = sample.ENCODERS[fmt]
+    bounds = [len(enc(TXNS[:k]).records) for k in range(len(TXNS) + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _key(e: dict, without: tuple[str, ...] = ()) -> str:
+    return repr(sorted((k, v) for k, v in e.items() if k != "kind" and k not in without))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -62,15 +90,40 @@ def test_truncated_records_are_quarantined_and_the_rest_decodes(
     broken = list(values)
     broken[i] = v[:cut]
     out = _decode(broken, fmt)
-    _accounted(out, len(values))
-    # whatever happens to the broken record (and, for transactions, its transaction), nothing
-    # crashes and the run goes on: the last transaction still decodes, unless it was the one cut
-    events = [r for r in out if r["kind"] == "event"]
-    last_ok = _decode(values, fmt)
-    last_event = [r for r in last_ok if r["kind"] == "event"][-1]
-    if not any(r["kind"] == "quarantine" for r in out):
-        return  # a truncation protobuf still parsed: nothing to show here beyond no crash
-    assert any(e["order_key"] == last_event["order_key"] for e in events) or i >= len(values) - 4
+    assert sum(r["n"] for r in out if r["kind"] == "stat" and r["stat"] == "records_in") == len(
+        values
+    )
+    if broken[i] != values[i]:
+        assert any(
+            q["raw_value"] == broken[i] for q in out if q["kind"] == "quarantine"
+        ) or fmt in (
+            "tencent_dts_pb",
+            "canal_pb",
+        )  # a protobuf cut at a field boundary can still parse
+    got = {_key(e) for e in out if e["kind"] == "event"}
+    damaged = next(r for r in _txn_ranges(fmt) if i in r)
+    # the damage stays inside its own transaction: everything else decodes as before, and
+    # nothing is invented
+    untouched = {
+        _key(e) for e in _decode(values, fmt) if e["kind"] == "event" and e["offset"] not in damaged
+    }
+    assert untouched <= got
+    # ... and the damaged transaction yields no change the source did not make (an event may
+    # lose its transaction id or before image when the record carrying it was cut)
+    loose = ("txn_id", "before")
+    clean_loose = {_key(e, loose) for e in _decode(values, fmt) if e["kind"] == "event"}
+    assert {_key(e, loose) for e in out if e["kind"] == "event"} <= clean_loose
+
+
+def test_valid_but_empty_messages_are_counted() -> None:
+    from recon._proto import canal_packet_pb2 as cp
+    from recon._proto import tencent_subscribe_pb2 as pb
+
+    for fmt, value in (
+        ("tencent_dts_pb", pb.Envelope(version=1, total=1).SerializeToString()),
+        ("canal_pb", cp.Packet(type=cp.MESSAGES).SerializeToString()),
+    ):
+        _accounted(_decode([value], fmt), 1)
 
 
 def test_garbage_in_a_valid_stream_is_quarantined_with_its_bytes() -> None:

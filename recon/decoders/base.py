@@ -94,10 +94,20 @@ class TxnAssembler:
 
     def begin(self, item_index: int, txn_id: str | None) -> None:
         if self.open:
-            # BEGIN without COMMIT: the producer lost the commit; apply nothing of it.
+            # BEGIN without COMMIT: the producer lost the commit; apply nothing of it, and
+            # quarantine its records (those not shared with the group holding the new BEGIN).
             rec = self._group[0]
             self.sink.count(rec, "transactions_abandoned")
             self.sink.count(rec, "events_abandoned", len(self.events))
+            in_group = {id(r) for r in self._group}
+            began = self.pending[0].offset if self.pending else rec.offset
+            for r in self.pending:
+                if id(r) not in in_group:
+                    self.sink.bad(
+                        r,
+                        f"abandoned transaction: the one begun at offset {began} "
+                        f"has no COMMIT before the next BEGIN",
+                    )
         self.open = True
         self.txn_id = txn_id
         self.events = []

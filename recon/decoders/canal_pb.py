@@ -38,6 +38,8 @@ class CanalPbDecoder(StreamDecoder):
         except (PbDecodeError, DecodeError, UnicodeDecodeError) as err:
             self.sink.bad(rec, f"not a Canal protobuf Packet: {err}")
             return
+        if not items:
+            self.sink.count(rec, "empty_packets")  # a MESSAGES packet with no entries
         self.txn.start_group([rec])
         skip = rec.skip if rec.carried else 0
         for i, (kind, payload) in enumerate(items):

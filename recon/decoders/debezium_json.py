@@ -143,7 +143,8 @@ class DebeziumJsonDecoder(StreamDecoder):
     format_name = "debezium_json"
 
     def feed(self, rec: RawRecord) -> None:
-        if rec.value is None or rec.value.strip() in (b"", b"null"):
+        # a tombstone is a Kafka null value (or JSON null); an empty value is damage
+        if rec.value is None or rec.value.strip() == b"null":
             self.sink.count(rec, "tombstones")
             return
         try:

@@ -164,6 +164,8 @@ class TencentDtsPbDecoder(StreamDecoder):
             for r in group:
                 self.sink.bad(r, f"bad entry: {err}")
             return
+        if not events:
+            self.sink.count(group[0], "empty_envelopes")  # an Entries with no items
         self.txn.start_group(group)
         skip = group[0].skip if group[0].carried else 0
         for i, (kind, payload) in enumerate(events):
