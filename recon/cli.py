@@ -50,7 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("demo", help="make a sample dump of every format, run it, print a summary")
-    p.add_argument("--dir", default="demo-data", help="where the sample data and outputs go")
     p.add_argument("--hours", type=int, default=3, help="how many hours of changes (default 3)")
     return parser
 
@@ -77,6 +76,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "decode":
         from recon.config import load_config
         from recon.hours import parse_hour
+        from recon.runner import print_counters
         from recon.spark.decode_stage import decode_hour
         from recon.spark.session import get_spark
 
@@ -85,7 +85,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         counters = decode_hour(
             get_spark(f"recon-decode-{cfg.name}"), cfg, hour, args.run_id, args.allow_incomplete
         )
-        _print_counters(counters)
+        print_counters(counters)
         return 0
     if args.command == "run":
         from recon.runner import run_hours
@@ -97,7 +97,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         if args.hours < 2:
             raise ReconError("--hours must be at least 2, so that something straddles an hour")
-        run_demo(Path(args.dir), args.hours)
+        run_demo(args.hours)
         return 0
     raise ReconError(f"unknown command {args.command}")
 
@@ -123,17 +123,6 @@ def _validate(paths: list[str]) -> int:
                 print(f"bad {err}")
                 bad += 1
     return 1 if bad else 0
-
-
-def _print_counters(c: dict) -> None:
-    t = c["totals"]
-    print(
-        f"{c['pipeline']} {c['hour']}: {t.get('records', 0)} records read, "
-        f"{t.get('duplicates_in_hour', 0) + t.get('duplicates_cross_hour', 0)} duplicates, "
-        f"{sum(c['events_by_op'].values())} events {c['events_by_op']}, "
-        f"{t.get('records_quarantined', 0) + t.get('unreadable_lines', 0)} quarantined, "
-        f"{t.get('records_carried_out', 0)} carried to the next hour"
-    )
 
 
 if __name__ == "__main__":

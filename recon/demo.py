@@ -206,15 +206,15 @@ def _straddle_last_envelope(recs: list[RawRecord], first_hour: datetime) -> None
         r.ts_ms = end_ms + 500
 
 
-def run_demo(root: Path, hours: int) -> None:
+DEMO_DATA = PROJECT / "demo-data"  # the demo pipelines in pipelines/ read this folder
+
+
+def run_demo(hours: int) -> None:
     from recon.config import load_config
     from recon.runner import run_hours
 
-    root = root.resolve()
-    expected_root = (PROJECT / "demo-data").resolve()
-    facts = make_demo_data(expected_root, hours)
-    if root != expected_root:
-        raise ReconError(f"the demo pipelines read {expected_root}; run without --dir")
+    root = DEMO_DATA
+    facts = make_demo_data(root, hours)
     first, last = format_hour(facts["hours"][0]), format_hour(facts["hours"][-1])
     print(
         f"demo: {facts['transactions']} source transactions over {hours} hours "

@@ -68,11 +68,8 @@ def fold(
 
 
 def _as_dict(m: Any) -> Row | None:
-    if m is None:
-        return None
-    if isinstance(m, dict):
-        return dict(m)
-    return dict(m)
+    """Maps arrive as dicts or as Arrow's list of (key, value) pairs."""
+    return None if m is None else dict(m)
 
 
 def table_rows(state: dict[str, dict[KeyT, tuple[bytes, Row | None]]]) -> dict[str, list[Row]]:

@@ -14,7 +14,6 @@ from recon.hours import format_hour, hour_range, parse_hour
 def run_hours(
     pipeline: str, first: str, last: str | None, allow_incomplete: bool = False, quiet: bool = False
 ) -> list[dict[str, Any]]:
-    from recon.cli import _print_counters
     from recon.spark.decode_stage import decode_hour
     from recon.spark.session import get_spark
 
@@ -34,6 +33,18 @@ def run_hours(
     for h in hours:
         counters = decode_hour(spark, cfg, h, allow_incomplete=allow_incomplete)
         if not quiet:
-            _print_counters(counters)
+            print_counters(counters)
         results.append(counters)
     return results
+
+
+def print_counters(c: dict[str, Any]) -> None:
+    """One line per decoded hour."""
+    t = c["totals"]
+    print(
+        f"{c['pipeline']} {c['hour']}: {t.get('records', 0)} records read, "
+        f"{t.get('duplicates_in_hour', 0) + t.get('duplicates_cross_hour', 0)} duplicates, "
+        f"{sum(c['events_by_op'].values())} events {c['events_by_op']}, "
+        f"{t.get('records_quarantined', 0) + t.get('unreadable_lines', 0)} quarantined, "
+        f"{t.get('records_carried_out', 0)} carried to the next hour"
+    )

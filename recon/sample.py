@@ -505,17 +505,8 @@ def encode_dataworks(txns: list[Txn]) -> Out:
     seq = 1_731_663_842_292_000_000
 
     def dw(v: object, c: str) -> object:
-        if v is None:
-            return None
-        if c == "updated_at":
-            assert isinstance(v, datetime)
-            return int(v.replace(tzinfo=UTC).timestamp() * 1000)
-        if c == "note":
-            assert isinstance(v, bytes)
-            return base64.b64encode(v).decode()
-        if c == "amount":
-            return str(v)
-        return v
+        # as Debezium's encoding (epoch ms, base64), except DECIMAL travels as a STRING
+        return str(v) if c == "amount" and v is not None else _dbz_value(c, v)
 
     def msg(op: str, before: dict | None, after: dict | None, seq_id: int, ts: int) -> bytes:
         return orjson.dumps(

@@ -3,9 +3,7 @@ envelope split across two hours, duplicates within and across hours, a garbage r
 
 from __future__ import annotations
 
-import base64
 import json
-import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -142,7 +140,6 @@ def test_an_incomplete_hour_is_refused_with_the_fix(spark, tmp_path: Path) -> No
         json.loads(StatePaths(cfg.warehouse, cfg.name).counters(H0).read_text())["hour"]
         == "2026-11-20T00"
     )
-    _ = base64, shutil
 
 
 def test_one_hour_of_two_topics_with_headers(spark, tmp_path: Path) -> None:

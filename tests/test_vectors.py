@@ -149,32 +149,30 @@ WITH_EXPECTED = [e for e in INDEX if e.get("expected") and e["file"].split("/")[
 def test_vector_decodes_to_expected_rows(entry: dict) -> None:
     fmt = FOLDER_FORMAT[entry["file"].split("/")[0]]
     events, _ = _events(entry)
+    expected_lines = _expected_lines(entry)
     single = "SINGLE-TABLE" in entry["expected_status"]
-    only = {x["table"] for x in _expected_lines(entry)}
-    if len(only) == 1 and not single:
+    only = {x["table"] for x in expected_lines}
+    if single:  # Paimon merges three source tables into one keyed by _id
+        for ev in events:
+            ev["db"], ev["tbl"], ev["pk"] = "<single-table: topic>", "", ["_id"]
+    elif len(only) == 1:
         # upstream harnesses name the table themselves (flink-cdc's source.db carries a random
         # suffix): one expected table means every event of the file belongs to it
         name = next(iter(only))
-        first_col = next(iter(_expected_lines(entry)[0]["row"]))
+        first_col = next(iter(expected_lines[0]["row"]))
         for ev in events:
             ev["db"], ev["tbl"] = name.split(".", 1)
             ev["pk"] = ev["pk"] or [first_col]
-    state = fold(events, table_of=(lambda e: "<single-table: topic>") if single else None)
-    if single:  # Paimon merges three source tables into one keyed by _id
-        for ev in events:
-            ev["pk"] = ["_id"]
-        state = fold(events, table_of=lambda e: "<single-table: topic>")
+
+    def table_of(ev: dict) -> str:
+        return ev["db"] if single else f"{ev['db']}.{ev['tbl']}"
+
     types: dict[str, dict[str, str]] = {}
     for ev in events:
-        t = "<single-table: topic>" if single else f"{ev['db']}.{ev['tbl']}"
         for c, lt in ev["types"]:
-            types.setdefault(t, {})[c] = lt
-    got = table_rows(state)
-    expected_lines = [
-        json.loads(x) for x in (VECTORS / entry["expected"]).read_text().splitlines() if x.strip()
-    ]
-    expected_tables = {x["table"] for x in expected_lines}
-    for table in expected_tables:
+            types.setdefault(table_of(ev), {})[c] = lt
+    got = table_rows(fold(events, table_of=table_of))
+    for table in only:
         exp_rows = [x["row"] for x in expected_lines if x["table"] == table]
         cols = list(exp_rows[0].keys())
         t_types = types.get(table, {})
@@ -185,25 +183,16 @@ def test_vector_decodes_to_expected_rows(entry: dict) -> None:
             ),
             key=repr,
         )
-        ours_rows = got.get(table, [])
+        # the expected value shape per column (decimal bytes or not), from the first expected row
+        shape = tuple(_norm(exp_rows[0].get(c), t_types.get(c, "unknown"), fmt) for c in cols)
         ours = sorted(
             (
-                tuple(
-                    _ours(r.get(c), e)
-                    for c, e in zip(cols, _norm_row(r, cols, t_types, fmt, exp_rows), strict=False)
-                )
-                for r in ours_rows
+                tuple(_ours(r.get(c), e) for c, e in zip(cols, shape, strict=True))
+                for r in got.get(table, [])
             ),
             key=repr,
         )
         assert ours == exp, f"{table}: decoded rows differ from {entry['expected']}"
-
-
-def _norm_row(
-    r: dict, cols: list[str], t_types: dict, fmt: str, exp_rows: list[dict]
-) -> list[object]:
-    # the expected value shape per column (decimal bytes or not), taken from the first expected row
-    return [_norm(exp_rows[0].get(c), t_types.get(c, "unknown"), fmt) for c in cols]
 
 
 def test_every_vector_with_an_expected_state_is_covered() -> None:

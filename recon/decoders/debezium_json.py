@@ -17,8 +17,8 @@ from recon.decoders.base import StreamDecoder
 from recon.errors import DecodeError
 from recon.model import Event, RawRecord
 from recon.order import binlog_key, gtid_number, kafka_tail, u32, u64
+from recon.sqlddl import parse_create_table
 from recon.values import (
-    b64,
     date_from_days,
     datetime_from_epoch_ms,
     datetime_from_epoch_us,
@@ -276,8 +276,6 @@ class DebeziumJsonDecoder(StreamDecoder):
             "gtid": None,
             "ts_sec": position.get("ts_sec"),
         }
-        from recon.sqlddl import parse_create_table
-
         try:
             pdb, tbl, _ = parse_create_table(ev.ddl or "")
             ev.db, ev.tbl = pdb or db, tbl
@@ -307,6 +305,3 @@ class DebeziumJsonDecoder(StreamDecoder):
         if isinstance(key, dict) and "payload" in key and "schema" in key:
             key = key["payload"]
         return list(key.keys()) if isinstance(key, dict) else []
-
-
-__all__ = ["DebeziumJsonDecoder", "b64"]

@@ -7,6 +7,8 @@ and types come from DDL seen in the stream, the config's `ddl:`/`columns:`, or t
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from recon.decoders.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
@@ -55,8 +57,6 @@ class TdsqlJsonDecoder(StreamDecoder):
 
     def _handle(self, rec: RawRecord, msg: dict, kind: str) -> None:
         self.txn.start_group([rec])
-        if rec.carried and rec.skip:
-            return  # cannot happen for one-item records; kept for symmetry with other formats
         gtid = msg.get("gtid") or None
         if kind == "gtid":
             self.txn.begin(0, gtid)
@@ -65,30 +65,24 @@ class TdsqlJsonDecoder(StreamDecoder):
             self.txn.commit(str(msg.get("xid")) if msg.get("xid") is not None else gtid)
             return
         db, tbl = str(msg.get("db") or ""), str(msg.get("table") or "")
-        ok = (
-            u64(gtid_number(gtid))
-            + u32(_index(msg.get("event_index")))
-            + u32(0)
-            + kafka_tail(rec.partition, rec.offset)
-        )
+        index = _index(msg.get("event_index"))
         begintime = msg.get("begintime")
-        ev_time = int(begintime) * 1000 if isinstance(begintime, int) else None
+        common: dict[str, Any] = dict(
+            order_key=u64(gtid_number(gtid))
+            + u32(index)
+            + u32(0)
+            + kafka_tail(rec.partition, rec.offset),
+            gtid=gtid,
+            event_index=index,
+            event_time_ms=int(begintime) * 1000 if isinstance(begintime, int) else None,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+        )
         if kind == "query":
             sql = str(msg.get("sql") or "")
             ddl_db, ddl_tbl = self._apply_ddl(db, sql)
-            ev = Event(
-                db=ddl_db or db,
-                tbl=ddl_tbl or tbl,
-                op="ddl",
-                ddl=sql,
-                order_key=ok,
-                gtid=gtid,
-                event_index=_index(msg.get("event_index")),
-                event_time_ms=ev_time,
-                topic=rec.topic,
-                partition=rec.partition,
-                offset=rec.offset,
-            )
+            ev = Event(db=ddl_db or db, tbl=ddl_tbl or tbl, op="ddl", ddl=sql, **common)
             self.txn.event(ev)
             self.txn.commit(gtid)  # DDL commits implicitly; its gtid event opened a "transaction"
             return
@@ -110,6 +104,7 @@ class TdsqlJsonDecoder(StreamDecoder):
         if kind == "update" and (before is None or after is None):
             raise DecodeError("update without both `where` and `field`")
         pk = tdef.primary_key or list(self.ctx.primary_keys.get(key, []))
+        image = after or before or {}
         self.txn.event(
             Event(
                 db=db,
@@ -118,14 +113,8 @@ class TdsqlJsonDecoder(StreamDecoder):
                 pk=pk,
                 before=before,
                 after=after,
-                types={c: t for c, t in types.items() if (after or before or {}).__contains__(c)},
-                order_key=ok,
-                gtid=gtid,
-                event_index=_index(msg.get("event_index")),
-                event_time_ms=ev_time,
-                topic=rec.topic,
-                partition=rec.partition,
-                offset=rec.offset,
+                types={c: t for c, t in types.items() if c in image},
+                **common,
             )
         )
 
