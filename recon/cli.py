@@ -49,6 +49,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="process hours whose _SUCCESS marker is missing",
     )
 
+    p = sub.add_parser(
+        "merge", help="merge one decoded pipeline-hour into the state and publish the tables"
+    )
+    _add_pipeline(p)
+    p.add_argument("--hour", required=True, metavar="HOUR", help="YYYY-MM-DDTHH (UTC)")
+    p.add_argument("--run-id", default=None, help="identifier recorded in the outputs")
+
+    p = sub.add_parser("export", help="write one published table as JSON Lines (sorted by key)")
+    _add_pipeline(p)
+    p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
+    p.add_argument("--out", required=True, metavar="FILE", help="JSON Lines file to write")
+    p.add_argument(
+        "--with-metadata", action="store_true", help="include the _cdc_ metadata columns"
+    )
+    v = p.add_mutually_exclusive_group()
+    v.add_argument("--as-of-hour", metavar="HOUR", help="the version published for this hour")
+    v.add_argument("--snapshot-id", type=int, metavar="ID", help="an Iceberg snapshot id")
+
+    p = sub.add_parser("history", help="list the published versions of a table")
+    _add_pipeline(p)
+    p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
+
     p = sub.add_parser("demo", help="make a sample dump of every format, run it, print a summary")
     p.add_argument("--hours", type=int, default=3, help="how many hours of changes (default 3)")
     return parser
@@ -91,6 +113,42 @@ def _dispatch(args: argparse.Namespace) -> int:
         from recon.runner import run_hours
 
         run_hours(args.pipeline, args.first, args.last, args.allow_incomplete)
+        return 0
+    if args.command == "merge":
+        from recon.config import load_config
+        from recon.hours import parse_hour
+        from recon.runner import print_merge
+        from recon.spark.merge_stage import merge_hour
+        from recon.spark.session import get_spark
+
+        cfg = load_config(args.pipeline)
+        hour = parse_hour(args.hour, "--hour")
+        spark = get_spark(f"recon-merge-{cfg.name}")
+        print_merge(merge_hour(spark, cfg, hour, args.run_id, buckets=cfg.buckets))
+        return 0
+    if args.command == "export":
+        from recon.config import load_config
+        from recon.hours import format_hour, parse_hour
+        from recon.publish import export_rows, write_export
+
+        cfg = load_config(args.pipeline)
+        as_of = (
+            format_hour(parse_hour(args.as_of_hour, "--as-of-hour")) if args.as_of_hour else None
+        )
+        rows = export_rows(cfg, args.table, args.with_metadata, args.snapshot_id, as_of)
+        n = write_export(rows, Path(args.out))
+        print(f"{n} rows of {args.table} written to {args.out}")
+        return 0
+    if args.command == "history":
+        from recon.config import load_config
+        from recon.publish import history, load_table
+
+        cfg = load_config(args.pipeline)
+        for h in history(load_table(cfg, args.table)):
+            print(
+                f"{h['snapshot_id']:>20}  {h['committed_at']}  hour {h['hour']}  "
+                f"run {h['run_id']}  schema v{h['schema_version']}  {h['records']} rows"
+            )
         return 0
     if args.command == "demo":
         from recon.demo import run_demo

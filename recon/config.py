@@ -43,6 +43,8 @@ _TOP_KEYS = {
     "tables",
     "audit",
     "description",
+    "catalog",
+    "buckets",
 }
 _TABLE_KEYS = {"primary_key", "columns", "ddl"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
@@ -85,6 +87,8 @@ class PipelineConfig:
     snapshot_path: Path | None = None
     audit: AuditConfig = field(default_factory=AuditConfig)
     source_file: Path | None = None
+    catalog: dict[str, str] = field(default_factory=dict)  # pyiceberg catalog properties
+    buckets: int = 16  # key-hash buckets of a new table's state (fixed once the table exists)
 
     @property
     def dag_id(self) -> str:
@@ -230,7 +234,21 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         if not isinstance(snap, dict) or set(snap) != {"path"}:
             raise _fail(path, "snapshot", "must be {path: /folder/of/the/snapshot}")
         snapshot_path = _path(path, "snapshot.path", snap["path"])
+    catalog = data.get("catalog") or {}
+    if not isinstance(catalog, dict) or not all(
+        isinstance(k, str) and isinstance(v, (str, int, bool)) for k, v in catalog.items()
+    ):
+        raise _fail(
+            path,
+            "catalog",
+            "must map pyiceberg catalog properties to values, e.g. {type: sql, uri: 'postgresql+psycopg2://...'}",
+        )
+    buckets = data.get("buckets", 16)
+    if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 4096:
+        raise _fail(path, "buckets", "must be a whole number from 1 to 4096 (default 16)")
     return PipelineConfig(
+        catalog={k: str(v) for k, v in catalog.items()},
+        buckets=buckets,
         name=name,
         format=fmt,
         raw_path=_path(path, "raw_path", data["raw_path"]),

@@ -1,6 +1,6 @@
 """`recon run`: every stage for each hour, in order, on one local Spark session.
 
-Stages so far: decode. Merge/publish (issue 3) and audit (issue 4) are added here as they land.
+Stages: decode, then merge + publish. The audit (issue 4) is added here when it lands.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ def run_hours(
     pipeline: str, first: str, last: str | None, allow_incomplete: bool = False, quiet: bool = False
 ) -> list[dict[str, Any]]:
     from recon.spark.decode_stage import decode_hour
+    from recon.spark.merge_stage import merge_hour
     from recon.spark.session import get_spark
 
     cfg = load_config(pipeline)
@@ -34,6 +35,10 @@ def run_hours(
         counters = decode_hour(spark, cfg, h, allow_incomplete=allow_incomplete)
         if not quiet:
             print_counters(counters)
+        merged = merge_hour(spark, cfg, h, run_id=counters["run_id"], buckets=cfg.buckets)
+        if not quiet:
+            print_merge(merged)
+        counters["merge"] = merged
         results.append(counters)
     return results
 
@@ -48,3 +53,16 @@ def print_counters(c: dict[str, Any]) -> None:
         f"{t.get('records_quarantined', 0) + t.get('unreadable_lines', 0)} quarantined, "
         f"{t.get('records_carried_out', 0)} carried to the next hour"
     )
+
+
+def print_merge(m: dict[str, Any]) -> None:
+    """One line per published table."""
+    for name, t in m["tables"].items():
+        sk = {k: v for k, v in t["skipped"].items() if v}
+        pub = t["published"]
+        print(
+            f"{m['pipeline']} {m['hour']}: {name}: {t['rows_before']} -> {t['rows_after']} rows, "
+            f"applied {t['applied_by_op'] or '{}'}, skipped {sk or '{}'}, "
+            f"schema v{t['schema_version']}, "
+            + (f"snapshot {pub['snapshot_id']}" if pub["committed"] else "no change to publish")
+        )

@@ -30,6 +30,7 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     )
     spark = builder.getOrCreate()
