@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 
 from recon.config import PipelineConfig
 from recon.errors import ReconError
+from recon.faults import checkpoint
 from recon.schema import TableSchema, cast_expr, spark_type, widens
 
 if TYPE_CHECKING:
@@ -203,6 +204,7 @@ def publish_table(
         .parquet(str(out))
     )
     new_files = sorted(str(p) for p in out.glob("_pb=*/*.parquet"))
+    checkpoint("publish:files-written")
     tx = table.transaction()
     tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
     if missing:

@@ -77,6 +77,7 @@ class TableSchema:
     primary_key: list[str] = field(default_factory=list)
     version: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    declared: list[str] = field(default_factory=list)  # typed by the config's `ddl:`: final
 
     @property
     def multiset(self) -> bool:
@@ -100,7 +101,7 @@ class TableSchema:
                 changed.append(f"add {c} {t}")
                 continue
             old = self.columns[index[c]][1]
-            if old == t or t == "unknown":
+            if old == t or t == "unknown" or c in self.declared:
                 continue
             if old == "unknown" or widens(spark_type(old), spark_type(t)):
                 self.columns[index[c]] = (c, t)
@@ -126,6 +127,7 @@ class TableSchema:
             "primary_key": self.primary_key,
             "version": self.version,
             "history": self.history,
+            "declared": self.declared,
         }
 
     @classmethod
@@ -136,4 +138,5 @@ class TableSchema:
             list(d["primary_key"]),
             int(d["version"]),
             list(d.get("history", [])),
+            list(d.get("declared", [])),
         )

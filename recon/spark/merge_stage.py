@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from recon.config import PipelineConfig
 from recon.errors import ReconError
+from recon.faults import checkpoint
 from recon.hours import format_hour
 from recon.schema import TableSchema, cast_expr
 from recon.spark.decode_stage import StatePaths, spark_ddl
@@ -117,6 +118,8 @@ def _resolve_schemas(
                     "config",
                 )
                 s.primary_key = s.primary_key or list(tdef.primary_key)
+                if tcfg.ddl:
+                    s.declared = list(tdef.columns)
             schemas[name] = s
             changed[name] = True
     names = list(cfg.tables)
@@ -509,6 +512,7 @@ def merge_hour(
         .partitionBy("_t", "_b")
         .parquet(str(run_dir))
     )
+    checkpoint("merge:state-written")
     state = spark.read.schema(STATE_DDL).parquet(str(run_dir)).select(*STATE_COLS)
     live = live_rows(state, ms_tables).persist(StorageLevel.MEMORY_AND_DISK)
     bstats: dict[tuple[str, int], dict[str, Any]] = {}
@@ -596,6 +600,7 @@ def merge_hour(
             "primary_key": s.primary_key,
             "published": pub,
         }
+    checkpoint("merge:published")
     new_man["version"] = int(man.get("version", 0)) + 1
     new_man["hours"] = sorted(set(man.get("hours", [])) | {H})
     new_man["snapshot"] = snapshot_info
