@@ -304,6 +304,9 @@ def export_rows(
     pk = json.loads(table.properties.get("recon.primary-key", "[]"))
     logical = json.loads(table.properties.get("recon.logical-types", "{}"))
     ints = {c for c, t in logical.items() if t in INTEGER_TYPES}
+    import pyarrow as pa
+
+    floats32 = {f.name for f in data.schema if pa.types.is_float32(f.type)}
     cols = [f.name for f in data.schema if with_metadata or not f.name.startswith("_cdc_")]
     keys = [c for c in pk if c in data.column_names] or [
         c for c in cols if not c.startswith("_cdc_")
@@ -315,9 +318,20 @@ def export_rows(
     for batch in data.select(cols).to_batches(max_chunksize=10_000):
         for row in batch.to_pylist():
             yield {
-                k: int(v) if k in ints and isinstance(v, Decimal) else render_value(v)
+                k: int(v)
+                if k in ints and isinstance(v, Decimal)
+                else _float32(v)
+                if k in floats32 and v is not None
+                else render_value(v)
                 for k, v in row.items()
             }
+
+
+def _float32(v: float) -> float:
+    """A FLOAT column's value as its shortest decimal (0.1, not 0.10000000149011612)."""
+    import numpy as np
+
+    return float(np.format_float_positional(np.float32(v), unique=True, trim="-"))
 
 
 def _sortable(t: Any) -> bool:
