@@ -100,7 +100,7 @@ def _column_def(part: str) -> tuple[str, str, bool] | None:
         return None
     name = unquote_ident(m.group(1))
     rest = m.group(2).strip()
-    tm = re.match(r"([A-Za-z]+\s*(?:\([^)]*\))?(?:\s+(?:unsigned|signed|zerofill))*)", rest, re.I)
+    tm = re.match(r"([A-Za-z]+(?:\s*\([^)]*\))?(?:\s+(?:unsigned|signed|zerofill)\b)*)", rest, re.I)
     mysql_type = re.sub(r"\s+", " ", tm.group(1)).strip().lower() if tm else rest.split()[0].lower()
     is_pk = bool(re.search(r"\bprimary\s+key\b", rest, re.I))
     return name, mysql_type, is_pk

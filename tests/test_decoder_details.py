@@ -190,6 +190,9 @@ def test_ddl_parsing_tracks_columns() -> None:
     )
     res = apply_alter_table("ALTER TABLE d.t ADD COLUMN w int AFTER id, DROP COLUMN v", t)
     assert res is not None and res[2].columns == ["id", "w"]
+    # no length: the sign still belongs to the type (BIGINT UNSIGNED must not become BIGINT)
+    _, _, t2 = parse_create_table("CREATE TABLE t (a BIGINT UNSIGNED, b INT SIGNED, c TEXT)")
+    assert t2.types == {"a": "bigint unsigned", "b": "int signed", "c": "text"}
 
 
 # -- Debezium / dtle --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from recon.values import (
     datetime_from_epoch_ms,
     datetime_from_epoch_us,
     decimal_from_twos_complement,
+    mysql_logical_type,
     number_text,
     parse_timestamp_text,
     time_from_us,
@@ -70,9 +71,29 @@ _SEMANTIC = {
 }
 
 
+_INTEGER_LOGICAL = {
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "year",
+}
+
+
 def _field_type(f: dict) -> tuple[str, dict]:
     name = f.get("name") or ""
     params = f.get("parameters") or {}
+    source_type = params.get("__debezium.source.column.type")
+    if isinstance(source_type, str):
+        # column.propagate.source.type: the column's own type settles what the wire type cannot
+        # (a precise BIGINT UNSIGNED travels as Decimal(20,0), like a DECIMAL(20,0) column)
+        lt = mysql_logical_type(source_type)
+        if lt in _INTEGER_LOGICAL:
+            return lt, f
     if name == "org.apache.kafka.connect.data.Decimal":
         scale = int(params.get("scale", 0))
         prec = int(params.get("connect.decimal.precision", 65))

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Debian packages the tests run for real: a throwaway MariaDB server (mariadbd) and its JDBC
+# driver for Spark. Installed only when missing; needs root (CI runs as root). Without root it
+# names the command to run and stops, so a missing server never turns into a skipped test.
+set -euo pipefail
+need=()
+command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
+[ -e /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: missing Debian packages ${need[*]}; run: sudo apt-get install -y --no-install-recommends ${need[*]}" >&2
+  exit 1
+fi
+echo "setup: installing ${need[*]} (Debian)"
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y -q --no-install-recommends "${need[@]}" >/tmp/recon-apt.log 2>&1; then
+  apt-get update -q >>/tmp/recon-apt.log 2>&1
+  apt-get install -y -q --no-install-recommends "${need[@]}" >>/tmp/recon-apt.log 2>&1 \
+    || { echo "setup: apt-get install ${need[*]} failed; see /tmp/recon-apt.log" >&2; exit 1; }
+fi
