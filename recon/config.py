@@ -32,6 +32,7 @@ FINDINGS = (
 )
 _NAME_RE = re.compile(r"^[a-z0-9_]+$")
 _TABLE_RE = re.compile(r"^[^.\s]+\.[^.\s]+$")
+_SOURCE_RE = _TABLE_RE  # db.table, where * and ? are wildcards
 _TOP_KEYS = {
     "name",
     "format",
@@ -46,7 +47,7 @@ _TOP_KEYS = {
     "catalog",
     "buckets",
 }
-_TABLE_KEYS = {"primary_key", "columns", "ddl"}
+_TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 
 
@@ -56,6 +57,9 @@ class TableConfig:
     primary_key: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     ddl: str | None = None
+    # source tables whose changes feed this one (shards, renamed databases); `*` and `?` match
+    # any text / one character. Empty: the table of the same name.
+    sources: tuple[str, ...] = ()
 
     def table_def(self) -> TableDef | None:
         """Column names/types known from the config (`ddl:` wins over `columns:`)."""
@@ -169,7 +173,15 @@ def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
                 raise _fail(
                     path, f"{key}.ddl", f"{err}; write CREATE TABLE t (id INT PRIMARY KEY, ...)"
                 ) from None
-        out[name] = TableConfig(name, pk, cols, ddl)
+        sources = _str_list(path, f"{key}.from", opts["from"]) if "from" in opts else ()
+        for src in sources:
+            if not _SOURCE_RE.match(src):
+                raise _fail(
+                    path,
+                    f"{key}.from",
+                    f"{src!r} is not db.table (with * or ? as wildcards), e.g. shop_*.orders",
+                )
+        out[name] = TableConfig(name, pk, cols, ddl, sources)
     return out
 
 

@@ -140,6 +140,7 @@ def publish_table(
             if st:
                 existing[f.name] = st
     cols = []
+    exprs: list[str] = []
     for c, lt in schema.columns:
         want = spark_type(lt)
         esc = c.replace("\\", "\\\\").replace("'", "\\'")
@@ -156,7 +157,9 @@ def publish_table(
             )
         else:
             expr = cast_expr(f"row['{esc}']", lt)
+        exprs.append(expr)
         cols.append(F.expr(expr).alias(c))
+    uncastable = _count_uncastable(live, touched, schema, exprs) if touched or replace_all else {}
     typed = live.select(
         *cols,
         F.lower(F.hex("order_key")).alias("_cdc_order_key"),
@@ -230,7 +233,27 @@ def publish_table(
         "files_added": len(new_files),
         "files_removed": len(old),
         "table": ".".join(ident),
+        "uncastable": uncastable,
     }
+
+
+def _count_uncastable(
+    live: DataFrame, touched: list[int], schema: TableSchema, exprs: list[str]
+) -> dict[str, int]:
+    """Values the source sent that do not fit the column's published type (published as NULL):
+    counted per column over the rows written this hour, so the loss is never silent."""
+    from pyspark.sql import functions as F
+
+    rows = live.where(F.col("bucket").isin(touched)) if touched else live
+    checks = []
+    for (c, _), expr in zip(schema.columns, exprs, strict=True):
+        esc = c.replace("\\", "\\\\").replace("'", "\\'")
+        bad = F.expr(f"row['{esc}']").isNotNull() & F.expr(expr).isNull()
+        checks.append(F.sum(F.when(bad, 1).otherwise(0)).alias(c))
+    if not checks:
+        return {}
+    got = rows.agg(*checks).first()
+    return {c: int(got[c]) for c, _ in schema.columns if got is not None and got[c]}
 
 
 def _current_id(table: Table) -> int | None:

@@ -66,3 +66,9 @@ def print_merge(m: dict[str, Any]) -> None:
             f"schema v{t['schema_version']}, "
             + (f"snapshot {pub['snapshot_id']}" if pub["committed"] else "no change to publish")
         )
+        if pub.get("uncastable"):
+            print(
+                f"{m['pipeline']} {m['hour']}: {name}: WARNING values that do not fit their "
+                f"column type were published as NULL: {pub['uncastable']}; declare the column's "
+                "real type with `ddl:` in the pipeline's table entry"
+            )

@@ -61,11 +61,27 @@ def cast_expr(column_sql: str, logical: str) -> str:
     """Spark SQL turning canonical text (recon.values) into the published type. Values that
     do not parse (MySQL zero dates, say) become NULL rather than failing the hour."""
     t = spark_type(logical)
+    x = column_sql
     if t == "string":
-        return column_sql
+        return x
     if t == "binary":
-        return f"try_to_binary({column_sql}, 'base64')"
-    return f"try_cast({column_sql} as {t})"
+        return f"try_to_binary({x}, 'base64')"
+    if t in ("date", "timestamp_ntz", "timestamp"):
+        # only text that starts like a date is a date (Spark would read "18460" as year 18460);
+        # a whole number is Debezium's own encoding sent without its schema (schemas.enable
+        # false) into a column typed by `ddl:` or another message: DATE = days since the epoch,
+        # DATETIME/TIMESTAMP = milliseconds (below 10^14, i.e. before year 5138) else micros
+        text = f"when {x} rlike '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}' then try_cast({x} as {t})"
+        if t == "date":
+            num = f"date_add(date'1970-01-01', try_cast({x} as int))"
+        else:
+            n = f"try_cast({x} as bigint)"
+            num = (
+                f"cast(case when abs({n}) < 100000000000000 then timestamp_millis({n}) "
+                f"else timestamp_micros({n}) end as {t})"
+            )
+        return f"case {text} when {x} rlike '^-?[0-9]{{1,19}}$' then {num} end"
+    return f"try_cast({x} as {t})"
 
 
 @dataclass

@@ -66,6 +66,10 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
             "`audit.fail_on`: 'typo' is not a finding",
         ),
         (("CREATE TABLE other", "CREATE TABEL other"), "`tables.shop.other.ddl`"),
+        (
+            ("{primary_key: [id]}", "{primary_key: [id], from: [shop_1]}"),
+            "`tables.shop.events.from`: 'shop_1' is not db.table (with * or ? as wildcards)",
+        ),
     ],
 )
 def test_bad_configs_give_one_line_with_key_and_fix(

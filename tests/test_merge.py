@@ -415,3 +415,47 @@ def test_watermark_rules_agree_in_python_and_spark_sql(spark, tmp_path: Path) ->
             "gtid string, binlog_file string, binlog_pos bigint, seq string",
         )
         assert df.selectExpr(f"{wm.sql()} as c").collect()[0]["c"] is want, (wm_doc, ev)
+
+
+def test_a_value_that_does_not_fit_its_column_is_counted_not_silently_lost(
+    spark, tmp_path: Path
+) -> None:
+    # a producer that states INT for a column whose values are text (seen in Flink's canal data)
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["v"]}})
+    write_hour(
+        cfg,
+        hour(0),
+        [
+            event(1, "s.a", "insert", None, {"id": "A101", "v": "x"}, T),
+            event(2, "s.a", "insert", None, {"id": 7, "v": "y"}, T),
+        ],
+    )
+    r = merge_hour(spark, cfg, hour(0), buckets=4)
+    assert r["tables"]["s.a"]["published"]["uncastable"] == {"id": 1}
+    rows = {row["v"]: row["id"] for row in export_rows(cfg, "s.a")}
+    assert rows == {"x": None, "y": 7}
+
+
+def test_dates_are_read_strictly_and_whole_numbers_as_debezium_epoch_values(
+    spark, tmp_path: Path
+) -> None:
+    types = {"id": "int32", "d": "date", "dt": "datetime"}
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    rows = [
+        {"id": 1, "d": "2020-07-17", "dt": "2020-07-17 18:00:22.123"},
+        {"id": 2, "d": "18460", "dt": "1595008822123"},  # epoch days / epoch ms
+        {"id": 3, "d": "-1", "dt": "1595008822123456"},  # the day before the epoch / micros
+        {"id": 4, "d": "soon", "dt": "17/07/2020"},  # neither: NULL, and counted
+    ]
+    write_hour(
+        cfg, hour(0), [event(i, "s.a", "insert", None, r, types) for i, r in enumerate(rows)]
+    )
+    r = merge_hour(spark, cfg, hour(0), buckets=4)
+    assert r["tables"]["s.a"]["published"]["uncastable"] == {"d": 1, "dt": 1}
+    got = {row["id"]: (row["d"], row["dt"]) for row in export_rows(cfg, "s.a")}
+    assert got == {
+        1: ("2020-07-17", "2020-07-17 18:00:22.123000"),
+        2: ("2020-07-17", "2020-07-17 18:00:22.123000"),
+        3: ("1969-12-31", "2020-07-17 18:00:22.123456"),
+        4: (None, None),
+    }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from recon.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 
 # java.sql.Types codes whose Canal value is raw bytes carried as an ISO-8859-1 string.
@@ -32,7 +34,14 @@ _SQLTYPE_LOGICAL = {
 }
 
 
+_BARE_DECIMAL = re.compile(r"^\s*(decimal|numeric)(\s+unsigned)?\s*$", re.I)
+
+
 def canal_logical_type(mysql_type: str | None, sql_type: int | None) -> str:
+    if mysql_type and _BARE_DECIMAL.match(mysql_type):
+        # TiCDC's Canal JSON names the type without precision and scale: a DECIMAL of unknown
+        # scale, kept as its exact text (reading it as DECIMAL(10,0) would round the values)
+        return "decimal(65,30)"
     lt = mysql_logical_type(mysql_type)
     if lt == "unknown" and sql_type is not None:
         lt = _SQLTYPE_LOGICAL.get(sql_type, "unknown")

@@ -150,7 +150,9 @@ def _infer(v: object) -> str:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, int):
-        return "int64"
+        if -(1 << 63) <= v < (1 << 63):
+            return "int64"
+        return "uint64" if 0 <= v < (1 << 64) else "decimal(38,0)"  # BIGINT UNSIGNED as a number
     if isinstance(v, float):
         return "float64"
     if isinstance(v, str):

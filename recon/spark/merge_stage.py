@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -320,6 +321,21 @@ def _canonical(name: str, dt: Any, lt: str, T: Any) -> Column:
 
 
 # -- the stage ----------------------------------------------------------------------------------
+def route_expr(cfg: PipelineConfig) -> Column:
+    """The published table an event belongs to: the first table whose `from:` matches its
+    source `db.table` (config order), else the source table itself."""
+    from pyspark.sql import functions as F
+
+    src = F.concat_ws(".", "db", "tbl")
+    out: Column | None = None
+    for name, t in cfg.tables.items():
+        for pattern in t.sources:
+            regex = "^" + re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".") + "$"
+            cond = src.rlike(regex)
+            out = F.when(cond, F.lit(name)) if out is None else out.when(cond, F.lit(name))
+    return src if out is None else out.otherwise(src)
+
+
 def merge_hour(
     spark: SparkSession,
     cfg: PipelineConfig,
@@ -350,9 +366,7 @@ def merge_hour(
         events = spark.read.parquet(str(ev_dir))
     else:
         events = spark.createDataFrame([], spark_ddl(EVENT_SCHEMA))
-    events = events.withColumn("table", F.concat_ws(".", "db", "tbl")).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    events = events.withColumn("table", route_expr(cfg)).persist(StorageLevel.MEMORY_AND_DISK)
     names = list(cfg.tables)
     by_table_op: dict[str, dict[str, int]] = {}
     for r in events.groupBy("table", "op").agg(F.count("*").alias("n")).collect():
