@@ -19,8 +19,8 @@ test: setup lint
 	bash scripts/run-tests.sh
 
 lint:
-	$(VENV)/bin/ruff check recon jobs dags plugins tests scripts
-	$(VENV)/bin/ruff format --check recon jobs dags plugins tests scripts
+	$(VENV)/bin/ruff check recon jobs dags plugins tests scripts benchmarks
+	$(VENV)/bin/ruff format --check recon jobs dags plugins tests scripts benchmarks
 	$(VENV)/bin/mypy
 
 fmt:
