@@ -67,6 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--as-of-hour", metavar="HOUR", help="the version published for this hour")
     v.add_argument("--snapshot-id", type=int, metavar="ID", help="an Iceberg snapshot id")
 
+    p = sub.add_parser("audit", help="(re)write the audit report of a merged hour")
+    _add_pipeline(p)
+    p.add_argument("--hour", required=True, metavar="YYYY-MM-DDTHH")
+
+    p = sub.add_parser("report", help="print the audit summary of an hour (exit 1 on fail)")
+    _add_pipeline(p)
+    p.add_argument("--hour", required=True, metavar="YYYY-MM-DDTHH")
+
+    p = sub.add_parser(
+        "reconcile", help="compare a published table with its source (snapshot or JDBC)"
+    )
+    _add_pipeline(p)
+    p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--snapshot", metavar="DIR", help="an out-of-band snapshot taken later")
+    src.add_argument("--jdbc", metavar="URL", help="the live source, e.g. jdbc:mariadb://h:3306/")
+    p.add_argument("--user", help="JDBC user")
+    p.add_argument(
+        "--password-env", metavar="VAR", help="environment variable holding the JDBC password"
+    )
+    p.add_argument("--as-of-hour", metavar="HOUR", help="compare the version of this hour")
+    p.add_argument("--buckets", type=int, default=64, help="checksum buckets (default 64)")
+
     p = sub.add_parser("history", help="list the published versions of a table")
     _add_pipeline(p)
     p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
@@ -112,8 +135,33 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         from recon.runner import run_hours
 
-        run_hours(args.pipeline, args.first, args.last, args.allow_incomplete)
+        results = run_hours(args.pipeline, args.first, args.last, args.allow_incomplete)
+        failed = [r["hour"] for r in results if r["audit"]["verdict"] == "fail"]
+        if failed:
+            print(
+                f"recon run: audit verdict fail for hour(s) {', '.join(failed)}; see the reports "
+                "(`recon report --pipeline ... --hour H`)",
+                file=sys.stderr,
+            )
+            return 1
         return 0
+    if args.command in ("audit", "report"):
+        from recon.audit import audit_dir, audit_hour, load_report, summary_lines
+        from recon.config import load_config
+        from recon.hours import parse_hour
+
+        cfg = load_config(args.pipeline)
+        hour = parse_hour(args.hour, "--hour")
+        if args.command == "audit":
+            from recon.spark.session import get_spark
+
+            report = audit_hour(get_spark(f"recon-audit-{cfg.name}"), cfg, hour)
+        else:
+            report = load_report(cfg, hour)
+        for line in summary_lines(report):
+            print(line)
+        print(f"  report: {audit_dir(cfg, hour) / 'report.html'}")
+        return 1 if report["verdict"] == "fail" else 0
     if args.command == "merge":
         from recon.config import load_config
         from recon.hours import parse_hour
@@ -139,6 +187,50 @@ def _dispatch(args: argparse.Namespace) -> int:
         n = write_export(rows, Path(args.out))
         print(f"{n} rows of {args.table} written to {args.out}")
         return 0
+    if args.command == "reconcile":
+        import json as _json
+        import os
+
+        from recon.config import load_config
+        from recon.reconcile import attach_to_report, reconcile_table
+        from recon.spark.session import get_spark
+
+        cfg = load_config(args.pipeline)
+        password = None
+        if args.password_env:
+            if args.password_env not in os.environ:
+                raise ReconError(f"--password-env {args.password_env}: that variable is not set")
+            password = os.environ[args.password_env]
+        if not 1 <= args.buckets <= 65536:
+            raise ReconError("--buckets must be between 1 and 65536")
+        res = reconcile_table(
+            get_spark(f"recon-reconcile-{cfg.name}"),
+            cfg,
+            args.table,
+            snapshot=Path(args.snapshot) if args.snapshot else None,
+            jdbc=args.jdbc,
+            user=args.user,
+            password=password,
+            as_of_hour=args.as_of_hour,
+            buckets=args.buckets,
+        )
+        folder = attach_to_report(cfg, res)
+        verdict = "MISMATCH" if res["mismatches"] else "MATCH"
+        print(
+            f"{args.table} (version of hour {res['published_hour']}) vs {res['source']['kind']}: "
+            f"{verdict}: {res['rows_table']} rows published, {res['rows_source']} at the source; "
+            f"{res['buckets_differing']}/{res['buckets']} buckets differ; missing "
+            f"{res['missing']}, extra {res['extra']}, different {res['different']}, in flight "
+            f"{res['in_flight']}"
+        )
+        for kind in ("missing", "extra", "different"):
+            for smp in res["samples"][kind]:
+                print(f"  {kind} {smp['key']}: table {smp['table']} source {smp['source']}")
+        if folder is not None:
+            out = folder / f"reconcile-{args.table}.json"
+            out.write_text(_json.dumps(res, indent=2, default=str))
+            print(f"  report: {folder / 'report.html'} (reconcile section), {out}")
+        return 1 if res["mismatches"] else 0
     if args.command == "history":
         from recon.config import load_config
         from recon.publish import history, load_table

@@ -75,7 +75,13 @@ class TableConfig:
 
 @dataclass(frozen=True)
 class AuditConfig:
-    fail_on: tuple[str, ...] = ("offset_gap", "quarantined", "reconcile_mismatch", "balance")
+    fail_on: tuple[str, ...] = (
+        "offset_gap",
+        "quarantined",
+        "open_transaction",
+        "reconcile_mismatch",
+        "balance",
+    )
     open_transaction_hours: int = 3
 
 

@@ -239,19 +239,21 @@ def run_demo(hours: int) -> None:
         merged = results[-1]["merge"]["tables"]["shop.orders"]
         got = [_comparable(r) for r in export_rows(cfg, "shop.orders")]
         same = got == expected
-        summary.append((cfg, tot, ops, merged, same))
+        verdicts = [c["audit"]["verdict"] for c in results]
+        summary.append((cfg, tot, ops, merged, same, verdicts))
     print()
     print(
         f"{'pipeline':<22}{'records':>8}{'dups':>6}{'events':>8}{'quarant.':>9}"
-        f"{'rows':>6}  shop.orders vs source"
+        f"{'rows':>6}  {'vs source':<10} verdict per hour"
     )
-    for cfg, tot, ops, merged, same in summary:
+    for cfg, tot, ops, merged, same, verdicts in summary:
         print(
             f"{cfg.name:<22}{tot.get('records', 0):>8}"
             f"{tot.get('duplicates_in_hour', 0) + tot.get('duplicates_cross_hour', 0):>6}"
             f"{sum(ops.values()):>8}"
             f"{tot.get('records_quarantined', 0) + tot.get('unreadable_lines', 0):>9}"
-            f"{merged['rows_after']:>6}  {'equal' if same else 'DIFFERENT'}"
+            f"{merged['rows_after']:>6}  {'equal' if same else 'DIFFERENT':<10} "
+            + " ".join(verdicts)
         )
     wh = summary[0][0].warehouse
     print()
@@ -264,12 +266,17 @@ def run_demo(hours: int) -> None:
     )
     print(f"table state:      {wh}/_state/<pipeline>/merge/manifest.json")
     print(f"quarantine:       {wh}/quarantine/<pipeline>/hour=<H>/")
+    print(f"audit reports:    {wh}/audit/<pipeline>/<hour>/report.html (and report.json)")
+    print(f"  in a terminal:  recon report --pipeline pipelines/demo_canal_pb.yaml --hour {last}")
     print(
-        "audit reports and verdicts: not yet produced (the audit stage, issue 4, is still to "
-        "come; see the README's status section)"
+        "  (warn: duplicates the sample delivers twice on purpose; DataWorks' garbage record is "
+        "quarantined, a warning by that pipeline's audit.fail_on)"
     )
-    if not all(s[-1] for s in summary):
+    if not all(s[4] for s in summary):
         raise ReconError("demo: a published table differs from the source's final state")
+    failed = [s[0].name for s in summary if "fail" in s[5]]
+    if failed:
+        raise ReconError(f"demo: audit verdict fail for {', '.join(failed)}; see its reports")
 
 
 def _expected_rows(state: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -233,7 +233,8 @@ def publish_table(
         "files_added": len(new_files),
         "files_removed": len(old),
         "table": ".".join(ident),
-        "uncastable": uncastable,
+        "uncastable": {c: n for c, n in uncastable.items() if c != "_recon_dup_keys"},
+        "duplicate_keys": uncastable.get("_recon_dup_keys", 0),
     }
 
 
@@ -250,10 +251,15 @@ def _count_uncastable(
         esc = c.replace("\\", "\\\\").replace("'", "\\'")
         bad = F.expr(f"row['{esc}']").isNotNull() & F.expr(expr).isNull()
         checks.append(F.sum(F.when(bad, 1).otherwise(0)).alias(c))
+    if schema.primary_key:  # one row per key, or the merge is broken
+        checks.append((F.count("*") - F.count_distinct("key")).alias("_recon_dup_keys"))
     if not checks:
         return {}
     got = rows.agg(*checks).first()
-    return {c: int(got[c]) for c, _ in schema.columns if got is not None and got[c]}
+    out = {c: int(got[c]) for c, _ in schema.columns if got is not None and got[c]}
+    if schema.primary_key and got is not None and got["_recon_dup_keys"]:
+        out["_recon_dup_keys"] = int(got["_recon_dup_keys"])
+    return out
 
 
 def _current_id(table: Table) -> int | None:

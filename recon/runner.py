@@ -1,6 +1,7 @@
 """`recon run`: every stage for each hour, in order, on one local Spark session.
 
-Stages: decode, then merge + publish. The audit (issue 4) is added here when it lands.
+Stages: decode, merge + publish, audit. Every hour's report is written before the verdict counts;
+the command fails (exit 1) if any hour's verdict is `fail`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from recon.hours import format_hour, hour_range, parse_hour
 def run_hours(
     pipeline: str, first: str, last: str | None, allow_incomplete: bool = False, quiet: bool = False
 ) -> list[dict[str, Any]]:
+    from recon.audit import audit_dir, audit_hour
     from recon.spark.decode_stage import decode_hour
     from recon.spark.merge_stage import merge_hour
     from recon.spark.session import get_spark
@@ -39,8 +41,23 @@ def run_hours(
         if not quiet:
             print_merge(merged)
         counters["merge"] = merged
+        report = audit_hour(spark, cfg, h, run_id=counters["run_id"])
+        if not quiet:
+            print_report(report, audit_dir(cfg, h))
+        counters["audit"] = report
         results.append(counters)
     return results
+
+
+def print_report(report: dict[str, Any], folder: Any) -> None:
+    """The verdict line and the findings of one hour's audit."""
+    from recon.audit import summary_lines
+
+    lines = summary_lines(report)
+    print(lines[0] + f"; report {folder}/report.html")
+    for line in lines[1:]:
+        if line.lstrip().startswith("["):
+            print(line)
 
 
 def print_counters(c: dict[str, Any]) -> None:
@@ -62,7 +79,7 @@ def print_merge(m: dict[str, Any]) -> None:
         pub = t["published"]
         print(
             f"{m['pipeline']} {m['hour']}: {name}: {t['rows_before']} -> {t['rows_after']} rows, "
-            f"applied {t['applied_by_op'] or '{}'}, skipped {sk or '{}'}, "
+            f"applied {t['applied']} {t['entered_by_op'] or '{}'}, skipped {sk or '{}'}, "
             f"schema v{t['schema_version']}, "
             + (f"snapshot {pub['snapshot_id']}" if pub["committed"] else "no change to publish")
         )

@@ -67,8 +67,17 @@ def decode_stream(
             out = []
             sink.stats[(current[0], current[1], "decoder_finish_errors")] += 1  # type: ignore[index]
             sink.stats[(current[0], current[1], f"decoder_finish_error:{err}")] += 1  # type: ignore[index]
+        # a record quarantined this hour is accounted for: carrying it too would decode it
+        # (and quarantine it) again next hour, counting it twice
+        kept = []
         for r in out:
+            if (r.topic, r.partition, r.offset) in sink.quarantined:
+                sink.count(r, "carry_skipped_quarantined")
+                continue
             sink.count(r, "records_carried_out")
+            kept.append(r)
+        out = kept
+        sink.quarantined.clear()
         carry.extend(out)
 
     for batch in batches:

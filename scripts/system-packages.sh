@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Debian packages the tests run for real: a throwaway MariaDB server (mariadbd) and its JDBC
-# driver for Spark. Installed only when missing; needs root (CI runs as root). Without root it
+# Debian packages the tests run for real: a throwaway MariaDB server (mariadbd), its JDBC
+# driver for Spark, and Chromium to read the HTML reports headless. Installed only when missing; needs root (CI runs as root). Without root it
 # names the command to run and stops, so a missing server never turns into a skipped test.
 set -euo pipefail
 need=()
 command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
 [ -e /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

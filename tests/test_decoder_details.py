@@ -282,3 +282,20 @@ def test_canal_flat_update_before_is_data_overlaid_with_old_and_binary_is_latin1
     (ev,) = r["events"]
     assert dict(ev["before"]) == {"id": "1", "v": "old", "b": "/wA="}
     assert dict(ev["after"]) == {"id": "1", "v": "new", "b": "/wA="}
+
+
+def test_a_quarantined_record_is_never_also_carried() -> None:
+    # an open transaction at the end of the hour whose DML cannot be decoded (TDSQL without
+    # column names): the bad records are quarantined once, and only the rest is carried
+    from recon import sample
+    from recon.demo import DEMO_START
+
+    txns = sample.workload(DEMO_START, 1, txns_per_hour=4, seed=5)
+    recs = sample.to_records(sample.encode_tdsql(txns), "t")
+    last_xid = max(r.offset for r in recs if b'"eventtypestr":"xid"' in (r.value or b""))
+    out = decode_records([r for r in recs if r.offset != last_xid], "tdsql_json").to_pylist()
+    quarantined = {r["offset"] for r in out if r["kind"] == "quarantine"}
+    carried = {r["offset"] for r in out if r["kind"] == "carry"}
+    stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
+    assert quarantined and carried and not quarantined & carried
+    assert stats["carry_skipped_quarantined"] > 0  # without the guard these were carried too

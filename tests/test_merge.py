@@ -359,11 +359,13 @@ def test_snapshot_bootstrap_skips_changes_at_or_before_the_watermark(
     r = merge_hour(spark, cfg, hour(0), buckets=4)
     t = r["tables"]["s.a"]
     assert t["skipped"]["below_snapshot_watermark"] == 3
-    assert t["applied_by_op"] == {"delete": 1, "insert": 1, "snapshot": 2}
+    assert t["entered_by_op"] == {"delete": 1, "insert": 1} and t["applied"] == 2
+    assert t["snapshot_rows_loaded"] == 2
     assert r["snapshot"]["loaded_in_hour"] == "2026-01-01T00"
     assert list(export_rows(cfg, "s.a")) == [{"id": 2, "v": "snap2"}, {"id": 3, "v": "new"}]
-    # the snapshot is loaded once: re-running the hour changes nothing
-    merge_hour(spark, cfg, hour(0), buckets=4)
+    # the snapshot is loaded once: re-running the hour changes nothing, and says so
+    again = merge_hour(spark, cfg, hour(0), buckets=4)["tables"]["s.a"]
+    assert (again["applied"], again["skipped"]["already_applied"]) == (0, 2)
     assert list(export_rows(cfg, "s.a")) == [{"id": 2, "v": "snap2"}, {"id": 3, "v": "new"}]
 
 

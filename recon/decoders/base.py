@@ -31,12 +31,14 @@ class Sink:
     events: list[Event] = field(default_factory=list)
     quarantine: list[tuple[RawRecord, str]] = field(default_factory=list)
     stats: Counter[tuple[str, int, str]] = field(default_factory=Counter)
+    quarantined: set[tuple[str, int, int]] = field(default_factory=set)  # for the audit's check
 
     def count(self, rec: RawRecord, stat: str, n: int = 1) -> None:
         self.stats[(rec.topic, rec.partition, stat)] += n
 
     def bad(self, rec: RawRecord, reason: str) -> None:
         self.quarantine.append((rec, reason))
+        self.quarantined.add((rec.topic, rec.partition, rec.offset))
         self.count(rec, "records_quarantined")
         self.count(rec, "quarantined:" + reason.split(":", 1)[0])
 

@@ -89,6 +89,7 @@ class TencentDtsPbDecoder(StreamDecoder):
         self.seg_data: list[bytes] = []
         self.seg_total = 0
         self.txn = TxnAssembler(sink)
+        self.last_seq = 0  # Header.seqId of the last entry (0: none yet / not numbered)
 
     # -- segments ---------------------------------------------------------------------------
     def _drop_segments(self, reason: str) -> None:
@@ -187,6 +188,13 @@ class TencentDtsPbDecoder(StreamDecoder):
         for entry in entries.items:
             h = entry.header
             ev = entry.event
+            if h.seqId:
+                # seqId numbers the entries of a partition one by one: a jump means entries lost
+                # upstream (heartbeat/checkpoint entries carry 0 and are not numbered)
+                if self.last_seq and h.seqId > self.last_seq + 1:
+                    self.sink.count(first, "seq_gaps")
+                    self.sink.count(first, "seq_missing", h.seqId - self.last_seq - 1)
+                self.last_seq = max(self.last_seq, h.seqId)
             if ev.HasField("beginEvent") or (h.messageType == pb.BEGIN and not ev.ListFields()):
                 out.append(("begin", ev.beginEvent.transactionId or h.gtid or None))
             elif ev.HasField("commitEvent") or h.messageType == pb.COMMIT:

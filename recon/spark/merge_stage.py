@@ -487,8 +487,15 @@ def merge_hour(
     olds = old.where(~is_ms & (F.col("sign") >= 0)).select(
         "table", "key", F.col("order_key").alias("old_ok")
     )
+    # one "main" contribution per event (a PK change's tombstone and a multiset update's -1
+    # copy ride along), so skips and applies count events; out-of-band snapshot rows are apart
+    main = contrib.where(
+        (F.col("op") != "pk_change")
+        & ((F.col("sign") != -1) | (F.col("op") == "delete"))
+        & (F.length("order_key") > 0)
+    )
     cmp = (
-        contrib.where((F.col("op") != "snapshot") & ~is_ms)
+        main.where(~is_ms)
         .join(olds, ["table", "key"], "inner")
         .groupBy("table")
         .agg(
@@ -499,7 +506,7 @@ def merge_hour(
     stale = {r["table"]: (int(r["stale"] or 0), int(r["again"] or 0)) for r in cmp.collect()}
     if ms_tables:
         ms_again = (
-            contrib.where(is_ms & (F.col("op") != "snapshot"))
+            main.where(is_ms)
             .join(old.where(is_ms), ["table", "key", "ident", "sign"], "left_semi")
             .groupBy("table")
             .agg(F.count("*").alias("n"))
@@ -546,9 +553,26 @@ def merge_hour(
         bstats.setdefault((r["table"], int(r["bucket"])), {"rows": 0, "checksum": 0})[
             "state_rows"
         ] = int(r["n"])
-    ops_applied: dict[str, dict[str, int]] = {}
-    for r in contrib.groupBy("table", "op").agg(F.count("*").alias("n")).collect():
-        ops_applied.setdefault(r["table"], {})[r["op"]] = int(r["n"])
+    ops_applied: dict[str, dict[str, int]] = {}  # events that entered the merge, by op
+    pk_changed: dict[str, int] = {}
+    snapshot_loaded: dict[str, int] = {}
+    for r in (
+        contrib.groupBy("table", "op", (F.length("order_key") == 0).alias("oob"))
+        .agg(
+            F.count("*").alias("n"),
+            F.sum(F.when((F.col("sign") != -1) | (F.col("op") == "delete"), 1).otherwise(0)).alias(
+                "main"
+            ),
+        )
+        .collect()
+    ):
+        t = r["table"]
+        if r["oob"]:
+            snapshot_loaded[t] = snapshot_loaded.get(t, 0) + int(r["n"])
+        elif r["op"] == "pk_change":
+            pk_changed[t] = int(r["n"])
+        elif r["main"]:
+            ops_applied.setdefault(t, {})[r["op"]] = int(r["main"])
 
     new_man = json.loads(json.dumps(man))
     tables_out: dict[str, Any] = {}
@@ -598,8 +622,10 @@ def merge_hour(
             "changes_by_op": dict(
                 sorted((k, v) for k, v in by_table_op.get(n, {}).items() if k != "ddl")
             ),
-            "applied_by_op": dict(sorted(ops_applied.get(n, {}).items())),
-            "pk_changes": int(ops_applied.get(n, {}).get("pk_change", 0)),
+            "entered_by_op": dict(sorted(ops_applied.get(n, {}).items())),
+            "applied": sum(ops_applied.get(n, {}).values()) - sum(stale.get(n, (0, 0))),
+            "pk_changes": pk_changed.get(n, 0),
+            "snapshot_rows_loaded": snapshot_loaded.get(n, 0),
             "skipped": {
                 "below_snapshot_watermark": skipped_wm.get(n, 0),
                 "stale": stale.get(n, (0, 0))[0],
@@ -628,6 +654,9 @@ def merge_hour(
         "run_id": run_id,
         "tables": tables_out,
         "not_configured": dict(sorted(not_configured.items())),
+        "ddl_not_configured": sum(
+            ops.get("ddl", 0) for t, ops in by_table_op.items() if t not in cfg.tables
+        ),
         "snapshot": snapshot_info,
     }
     out = paths.base / "merge" / "hours" / f"hour={H}.json"

@@ -32,7 +32,25 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+        # JDBC readers read DATETIME/TIMESTAMP through the JVM's zone: make it UTC like Spark's
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
+    jars = jdbc_jars()
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("RECON_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+# Debian's JDBC drivers (libmariadb-java, libpostgresql-jdbc-java), for `recon reconcile`
+_DEBIAN_JARS = ("/usr/share/java/mariadb-java-client.jar", "/usr/share/java/postgresql.jar")
+
+
+def jdbc_jars() -> list[str]:
+    """JDBC driver jars for the session: RECON_JDBC_JARS (comma-separated) or Debian's."""
+    env = os.environ.get("RECON_JDBC_JARS")
+    if env is not None:
+        return [j for j in env.split(",") if j]
+    return [j for j in _DEBIAN_JARS if os.path.exists(j)]
