@@ -301,9 +301,23 @@ def build_report(
         )
     facts = _event_facts(spark, paths, hour)
     gtid = {}
+    prev_report = audit_dir(cfg, hour - timedelta(hours=1)) / "report.json"
+    prev_gtid = (
+        json.loads(prev_report.read_text()).get("decoding", {}).get("gtid", {})
+        if prev_report.is_file()
+        else {}
+    )
     for srcid, g in sorted(facts["gtid"].items()):
         span = g["last"] - g["first"] + 1
         gtid[srcid] = dict(g, missing_inside=span - g["distinct"])
+        before = prev_gtid.get(srcid, {}).get("last")
+        if before is not None and g["first"] > before + 1:
+            gtid[srcid]["missing_since_previous_hour"] = g["first"] - before - 1
+            find(
+                "gtid_gap",
+                f"GTIDs {before + 1}..{g['first'] - 1} of {srcid} are in neither this hour nor "
+                "the previous one",
+            )
         if span > g["distinct"]:
             find(
                 "gtid_gap",

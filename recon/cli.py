@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="make a sample dump of every format, run it, print a summary")
     p.add_argument("--hours", type=int, default=3, help="how many hours of changes (default 3)")
+    p.add_argument(
+        "--without-airflow",
+        action="store_true",
+        help="run the stages with `recon run` instead of the pipelines' Airflow DAGs",
+    )
     return parser
 
 
@@ -247,7 +252,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         if args.hours < 2:
             raise ReconError("--hours must be at least 2, so that something straddles an hour")
-        run_demo(args.hours)
+        run_demo(args.hours, via_airflow=not args.without_airflow)
         return 0
     raise ReconError(f"unknown command {args.command}")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from recon.decoders import FORMATS
 from recon.errors import ConfigError
+from recon.formats import FORMATS
 from recon.sqlddl import TableDef, parse_create_table
 
 FINDINGS = (

@@ -210,7 +210,23 @@ def _straddle_last_envelope(recs: list[RawRecord], first_hour: datetime) -> None
 DEMO_DATA = PROJECT / "demo-data"  # the demo pipelines in pipelines/ read this folder
 
 
-def run_demo(hours: int) -> None:
+def _results_from_files(cfg: Any, hours: list[datetime]) -> list[dict[str, Any]]:
+    """What `run_hours` returns, read back from what the DAG's stages wrote."""
+    from recon.audit import load_report
+    from recon.spark.decode_stage import StatePaths
+
+    paths = StatePaths(cfg.warehouse, cfg.name)
+    out = []
+    for h in hours:
+        c = json.loads(paths.counters(h).read_text())
+        merge_file = paths.base / "merge" / "hours" / f"hour={format_hour(h)}.json"
+        c["merge"] = json.loads(merge_file.read_text())
+        c["audit"] = load_report(cfg, h)
+        out.append(c)
+    return out
+
+
+def run_demo(hours: int, via_airflow: bool = True) -> None:
     from recon.config import load_config
     from recon.runner import run_hours
 
@@ -225,10 +241,27 @@ def run_demo(hours: int) -> None:
 
     expected = _expected_rows(sample.final_state(sample.workload(DEMO_START, hours)))
     summary = []
+    env = None
+    if via_airflow:
+        from recon.airflow_local import airflow_env, migrate
+
+        env = airflow_env(root / "airflow", PIPELINES)
+        print(f"demo: Airflow home {root / 'airflow'} (SQLite); `airflow db migrate` ...")
+        migrate(env)
     for fmt in sample.ENCODERS:
         path = PIPELINES / f"demo_{fmt}.yaml"
         cfg = load_config(path)
-        results = run_hours(str(path), first, last, quiet=True)
+        if env is not None:
+            from recon.airflow_local import dags_test
+
+            log = root / "airflow" / "runs" / f"recon_{cfg.name}.log"
+            print(f"demo: airflow dags test recon_{cfg.name} (hours {first}..{last}) ...")
+            state = dags_test(env, f"recon_{cfg.name}", first, last, log)
+            if state != "success":
+                raise ReconError(f"demo: DAG run of recon_{cfg.name} ended {state}; see {log}")
+            results = _results_from_files(cfg, facts["hours"])
+        else:
+            results = run_hours(str(path), first, last, quiet=True)
         tot: dict[str, int] = {}
         ops: dict[str, int] = {}
         for c in results:

@@ -185,12 +185,24 @@ def test_a_gap_between_hours_is_found_from_the_previous_hours_last_offset(
 ) -> None:
     recs = _records("debezium_json")
     h1 = [r for r in recs if (r.ts_ms or 0) >= H1.timestamp() * 1000]
-    lost = {r.offset for r in h1[:4]}  # the first records of hour 1 never arrive
+
+    def gtid(r: RawRecord) -> str | None:
+        return json.loads(r.value)["payload"]["source"]["gtid"] if r.value else None
+
+    first = gtid(h1[0]) or ""  # hour 1's first transaction never arrives (nor its tombstones)
+    txn = {r.offset for r in h1 if gtid(r) == first}
+    lost = txn | {r.offset for r in h1 if r.value is None and r.offset - 1 in txn}
     cfg = _setup(tmp_path, "debezium_json", [r for r in recs if r.offset not in lost])
     assert _run(cfg) == 1
-    p = _report(tmp_path, H1)["input"]["partitions"][0]
+    r1 = _report(tmp_path, H1)
+    p = r1["input"]["partitions"][0]
     assert p["gap_from_previous_hour"] == [min(lost), max(lost)]
     assert p["offset_gaps"] == []
+    gaps = [f["message"] for f in r1["findings"] if f["kind"] == "gtid_gap"]
+    n = int(first.rsplit(":", 1)[1])
+    assert gaps == [
+        f"GTIDs {n}..{n} of {first.rsplit(':', 1)[0]} are in neither this hour nor the previous one"
+    ]
 
 
 def test_tencent_seq_gap_and_orphan_segment(spark, tmp_path: Path) -> None:

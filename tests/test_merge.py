@@ -461,3 +461,20 @@ def test_dates_are_read_strictly_and_whole_numbers_as_debezium_epoch_values(
         3: ("1969-12-31", "2020-07-17 18:00:22.123456"),
         4: (None, None),
     }
+
+
+def test_one_run_id_over_several_hours_publishes_each_hour_once(spark, tmp_path: Path) -> None:
+    # a DAG run over an hour range merges every hour under one run id: hour 1's files must not
+    # replace (or re-add) what hour 0 published
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    write_hour(
+        cfg, hour(0), [event(i, "s.a", "insert", None, {"id": i, "v": "x"}, T) for i in range(8)]
+    )
+    write_hour(
+        cfg, hour(1), [event(20, "s.a", "update", {"id": 1, "v": "x"}, {"id": 1, "v": "y"}, T)]
+    )
+    merge_hour(spark, cfg, hour(0), run_id="same", buckets=4)
+    merge_hour(spark, cfg, hour(1), run_id="same", buckets=4)
+    rows = list(export_rows(cfg, "s.a"))
+    assert [r["id"] for r in rows] == list(range(8)) and rows[1]["v"] == "y"
+    assert len(state_tables(spark, cfg)["s.a"]) == 8

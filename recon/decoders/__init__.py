@@ -3,15 +3,7 @@
 from __future__ import annotations
 
 from recon.decoders.base import DecodeContext, Sink, StreamDecoder
-
-FORMATS = (
-    "tencent_dts_pb",
-    "tdsql_json",
-    "canal_pb",
-    "canal_json",
-    "debezium_json",
-    "dataworks_json",
-)
+from recon.formats import FORMATS
 
 
 def decoder_class(fmt: str) -> type[StreamDecoder]:

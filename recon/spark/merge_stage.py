@@ -524,7 +524,9 @@ def merge_hour(
     )
     ms_state = allc.where(is_ms).dropDuplicates(["table", "bucket", "key", "ident", "sign"])
     new_state = pk_state.unionByName(ms_state)
-    run_dir = base / "data" / f"run={run_id}"
+    # one folder per (run, hour): a run that merges several hours (a DAG run over a range)
+    # must not overwrite the files an earlier hour of it published
+    run_dir = base / "data" / f"run={run_id}" / f"hour={H}"
     (
         new_state.withColumn("_t", F.col("table"))
         .withColumn("_b", F.col("bucket"))
@@ -611,7 +613,7 @@ def merge_hour(
                     "recon.run-id": run_id,
                     "recon.schema-version": str(s.version),
                 },
-                run_id,
+                f"{run_id}/hour={H}",
                 replace_all=n not in man["tables"],
             )
         )
