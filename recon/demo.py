@@ -299,6 +299,8 @@ def run_demo(hours: int, via_airflow: bool = True) -> None:
     )
     print(f"table state:      {wh}/_state/<pipeline>/merge/manifest.json")
     print(f"quarantine:       {wh}/quarantine/<pipeline>/hour=<H>/")
+    if env is not None:
+        print(f"DAG runs:         recon_<pipeline> logs in {root / 'airflow' / 'runs'}/")
     print(f"audit reports:    {wh}/audit/<pipeline>/<hour>/report.html (and report.json)")
     print(f"  in a terminal:  recon report --pipeline pipelines/demo_canal_pb.yaml --hour {last}")
     print(
