@@ -60,7 +60,7 @@ def table_asset(cfg: PipelineConfig, table: str) -> Asset:
 
 def build_dag(cfg: PipelineConfig) -> DAG:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    from airflow.providers.standard.sensors.python import PythonSensor  # noqa: I001
+    from airflow.providers.standard.sensors.python import PythonSensor
 
     pipeline_file = str(cfg.source_file)
     assets = [table_asset(cfg, t) for t in cfg.tables]
@@ -94,7 +94,6 @@ def build_dag(cfg: PipelineConfig) -> DAG:
                 description="Only re-write the audit reports of hours already merged.",
             ),
         },
-        render_template_as_native_obj=False,
     ) as dag:
 
         @task
@@ -146,7 +145,6 @@ def build_dag(cfg: PipelineConfig) -> DAG:
             mode="reschedule",
             poke_interval=120,
             timeout=6 * 3600,
-            soft_fail=False,
             retries=0,
         )
         args_tpl = [

@@ -44,15 +44,15 @@ def audit_dir(cfg: PipelineConfig, hour: datetime) -> Path:
 
 # -- offsets: gaps inside and between hours ------------------------------------------------------
 def _runs_by_partition(paths: Any, hour: datetime) -> tuple[dict, dict]:
-    """(runs of this hour, runs of all hours up to and including it) per (topic, partition)."""
+    """(runs of this hour, runs of the earlier hours) per (topic, partition)."""
     import pyarrow.parquet as pq
 
     root = paths.offsets_root()
     this: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    upto: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    earlier: dict[tuple[str, int], list[tuple[int, int]]] = {}
     H = format_hour(hour)
     if not root.is_dir():
-        return this, upto
+        return this, earlier
     for d in sorted(root.glob("hour=*")):
         h = d.name.split("=", 1)[1]
         if h > H:
@@ -63,10 +63,8 @@ def _runs_by_partition(paths: Any, hour: datetime) -> tuple[dict, dict]:
         for r in pq.read_table(files).to_pylist():
             k = (r["topic"], int(r["partition"]))
             run = (int(r["lo"]), int(r["hi"]))
-            upto.setdefault(k, []).append(run)
-            if h == H:
-                this.setdefault(k, []).append(run)
-    return this, upto
+            (this if h == H else earlier).setdefault(k, []).append(run)
+    return this, earlier
 
 
 def _holes(runs: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
@@ -89,14 +87,15 @@ def _holes(runs: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int
 def offset_gaps(paths: Any, hour: datetime) -> dict[tuple[str, int], dict[str, Any]]:
     """Per partition read this hour: gaps inside the hour's offset range, the gap between the
     previous hours' last offset and this hour's first, and gaps of earlier hours still open."""
-    this, upto = _runs_by_partition(paths, hour)
+    this, before = _runs_by_partition(paths, hour)
     out = {}
     for k, runs in this.items():
         lo, hi = min(a for a, _ in runs), max(b for _, b in runs)
-        earlier = [r for r in upto[k] if r not in runs] if k in upto else []
+        earlier = before.get(k, [])
+        upto = earlier + runs
         prev_hi = max((b for _, b in earlier), default=None)
-        first = min(a for a, _ in upto[k])
-        all_holes = _holes(upto[k], first, max(hi, prev_hi or hi))
+        first = min(a for a, _ in upto)
+        all_holes = _holes(upto, first, max(hi, prev_hi or hi))
         inside = [
             g for g in all_holes if g[0] > (prev_hi if prev_hi is not None else -1) and g[1] <= hi
         ]
@@ -379,7 +378,7 @@ def build_report(
             for t in mer["tables"].values()
         )
         + sum(mer.get("not_configured", {}).values())
-        + _ddl_not_configured(dec, mer)
+        + int(mer.get("ddl_not_configured", 0))  # DDL of tables not published
     )
     links: dict[str, Any] = {
         "records": {
@@ -480,11 +479,6 @@ def build_report(
         "identity": links,
         "reconcile": None,
     }
-
-
-def _ddl_not_configured(dec: dict[str, Any], mer: dict[str, Any]) -> int:
-    """DDL events of tables the pipeline does not publish (the merge reads and drops them)."""
-    return int(mer.get("ddl_not_configured", 0))
 
 
 def _iso(ms: int | None) -> str | None:

@@ -26,6 +26,7 @@ from recon.config import PipelineConfig
 from recon.errors import ReconError
 from recon.faults import checkpoint
 from recon.schema import TableSchema, cast_expr, spark_type, widens
+from recon.values import INTEGER_LOGICAL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 # integers published as decimal(20,0) (BIGINT UNSIGNED) are still integers in an export
-INTEGER_TYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "year"}
+INTEGER_TYPES = INTEGER_LOGICAL
 META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
 
 
@@ -159,7 +160,9 @@ def publish_table(
             expr = cast_expr(f"row['{esc}']", lt)
         exprs.append(expr)
         cols.append(F.expr(expr).alias(c))
-    uncastable = _count_uncastable(live, touched, schema, exprs) if touched or replace_all else {}
+    uncastable, dup_keys = (
+        _written_row_checks(live, touched, schema, exprs) if touched or replace_all else ({}, 0)
+    )
     typed = live.select(
         *cols,
         F.lower(F.hex("order_key")).alias("_cdc_order_key"),
@@ -233,16 +236,17 @@ def publish_table(
         "files_added": len(new_files),
         "files_removed": len(old),
         "table": ".".join(ident),
-        "uncastable": {c: n for c, n in uncastable.items() if c != "_recon_dup_keys"},
-        "duplicate_keys": uncastable.get("_recon_dup_keys", 0),
+        "uncastable": uncastable,
+        "duplicate_keys": dup_keys,
     }
 
 
-def _count_uncastable(
+def _written_row_checks(
     live: DataFrame, touched: list[int], schema: TableSchema, exprs: list[str]
-) -> dict[str, int]:
-    """Values the source sent that do not fit the column's published type (published as NULL):
-    counted per column over the rows written this hour, so the loss is never silent."""
+) -> tuple[dict[str, int], int]:
+    """Over the rows written this hour, in one pass: values the source sent that do not fit the
+    column's published type (published as NULL, counted per column so the loss is never
+    silent), and duplicate primary keys (must be 0)."""
     from pyspark.sql import functions as F
 
     rows = live.where(F.col("bucket").isin(touched)) if touched else live
@@ -251,15 +255,11 @@ def _count_uncastable(
         esc = c.replace("\\", "\\\\").replace("'", "\\'")
         bad = F.expr(f"row['{esc}']").isNotNull() & F.expr(expr).isNull()
         checks.append(F.sum(F.when(bad, 1).otherwise(0)).alias(c))
-    if schema.primary_key:  # one row per key, or the merge is broken
-        checks.append((F.count("*") - F.count_distinct("key")).alias("_recon_dup_keys"))
-    if not checks:
-        return {}
-    got = rows.agg(*checks).first()
-    out = {c: int(got[c]) for c, _ in schema.columns if got is not None and got[c]}
-    if schema.primary_key and got is not None and got["_recon_dup_keys"]:
-        out["_recon_dup_keys"] = int(got["_recon_dup_keys"])
-    return out
+    dup = (F.count("*") - F.count_distinct("key")) if schema.primary_key else F.lit(0)
+    got = rows.agg(dup.alias("_recon_dup_keys"), *checks).first()
+    if got is None:
+        return {}, 0
+    return {c: int(got[c]) for c, _ in schema.columns if got[c]}, int(got["_recon_dup_keys"] or 0)
 
 
 def _current_id(table: Table) -> int | None:

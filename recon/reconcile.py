@@ -110,24 +110,16 @@ def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | 
 
 
 def _source_snapshot(spark: SparkSession, path: Path, name: str) -> tuple[DataFrame, dict]:
+    from recon.spark.merge_stage import read_snapshot_folder
     from recon.watermark import load_watermark
 
     folder = path / name
-    files = sorted(p for p in folder.glob("*") if p.is_file() and not p.name.startswith(("_", ".")))
-    if not files:
+    df = read_snapshot_folder(spark, folder)
+    if df is None:
         raise ReconError(
             f"{folder}: no snapshot files for {name}; point --snapshot at the folder "
             "holding <db>.<table>/ and _watermark.json"
         )
-    kinds = {p.suffix for p in files}
-    if kinds <= {".parquet"}:
-        df = spark.read.parquet(*[str(p) for p in files])
-    elif kinds <= {".csv"}:
-        df = spark.read.option("header", True).csv([str(p) for p in files])
-    elif kinds <= {".jsonl", ".json"}:
-        df = spark.read.option("primitivesAsString", True).json([str(p) for p in files])
-    else:
-        raise ReconError(f"{folder}: snapshot files must all be .parquet, .csv or .jsonl")
     wm = load_watermark(path)
     return df, {"kind": "snapshot", "path": str(path), "watermark": wm.to_json(), "_wm": wm}
 

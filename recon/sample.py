@@ -155,6 +155,17 @@ class Out:
         self.records.append((partition, ts_ms, key, value))
 
 
+def tencent_envelopes(data: bytes, segment_bytes: int) -> list[bytes]:
+    """A serialized Entries cut into Envelope segments of at most `segment_bytes`, as DTS does."""
+    from recon._proto import tencent_subscribe_pb2 as pb
+
+    pieces = [data[i : i + segment_bytes] for i in range(0, len(data), segment_bytes)]
+    return [
+        pb.Envelope(version=1, total=len(pieces), index=i, data=p).SerializeToString()
+        for i, p in enumerate(pieces)
+    ]
+
+
 def encode_tencent(txns: list[Txn], segment_bytes: int = 300) -> Out:
     from recon._proto import tencent_subscribe_pb2 as pb
 
@@ -219,10 +230,8 @@ def encode_tencent(txns: list[Txn], segment_bytes: int = 300) -> Out:
             )
         )
         data = pb.Entries(items=items).SerializeToString()
-        pieces = [data[i : i + segment_bytes] for i in range(0, len(data), segment_bytes)]
-        for i, piece in enumerate(pieces):
-            env = pb.Envelope(version=1, total=len(pieces), index=i, data=piece)
-            out.add(t.ts_ms + i, None, env.SerializeToString())
+        for i, env in enumerate(tencent_envelopes(data, segment_bytes)):
+            out.add(t.ts_ms + i, None, env)
         if t.gtid_no % 5 == 0:
             hb = pb.Entries(
                 items=[

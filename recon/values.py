@@ -31,6 +31,11 @@ _INT_NAMES = {
 }
 _UNSIGNED = {"int8": "uint8", "int16": "uint16", "int32": "uint32", "int64": "uint64"}
 
+# logical types whose values are whole numbers (exported as JSON integers, compared as such)
+INTEGER_LOGICAL = frozenset(
+    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "year"}
+)
+
 
 def mysql_logical_type(mysql_type: str | None) -> str:
     """Logical type of a MySQL column type text, e.g. `int(11) unsigned` -> uint32."""

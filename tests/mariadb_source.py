@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from recon.sample import tencent_envelopes
 from recon.values import mysql_logical_type
 
 SERVER_ID = 1
@@ -549,8 +550,6 @@ def encode_tencent(
             )
         )
         data = pb.Entries(items=items).SerializeToString()
-        pieces = [data[i : i + segment_bytes] for i in range(0, len(data), segment_bytes)]
-        for i, piece in enumerate(pieces):
-            env = pb.Envelope(version=1, total=len(pieces), index=i, data=piece)
-            out.append((t.ts_ms + i, None, env.SerializeToString()))
+        for i, env in enumerate(tencent_envelopes(data, segment_bytes)):
+            out.append((t.ts_ms + i, None, env))
     return out

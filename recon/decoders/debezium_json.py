@@ -19,6 +19,7 @@ from recon.model import Event, RawRecord
 from recon.order import binlog_key, gtid_number, kafka_tail, u32, u64
 from recon.sqlddl import parse_create_table
 from recon.values import (
+    INTEGER_LOGICAL,
     date_from_days,
     datetime_from_epoch_ms,
     datetime_from_epoch_us,
@@ -71,19 +72,6 @@ _SEMANTIC = {
 }
 
 
-_INTEGER_LOGICAL = {
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "year",
-}
-
-
 def _field_type(f: dict) -> tuple[str, dict]:
     name = f.get("name") or ""
     params = f.get("parameters") or {}
@@ -92,7 +80,7 @@ def _field_type(f: dict) -> tuple[str, dict]:
         # column.propagate.source.type: the column's own type settles what the wire type cannot
         # (a precise BIGINT UNSIGNED travels as Decimal(20,0), like a DECIMAL(20,0) column)
         lt = mysql_logical_type(source_type)
-        if lt in _INTEGER_LOGICAL:
+        if lt in INTEGER_LOGICAL:
             return lt, f
     if name == "org.apache.kafka.connect.data.Decimal":
         scale = int(params.get("scale", 0))

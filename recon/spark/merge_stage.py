@@ -34,7 +34,7 @@ from recon.hours import format_hour
 from recon.schema import TableSchema, cast_expr
 from recon.spark.decode_stage import StatePaths, spark_ddl
 from recon.sqlddl import TableDef, apply_alter_table
-from recon.values import mysql_logical_type
+from recon.values import INTEGER_LOGICAL, mysql_logical_type
 from recon.watermark import Watermark, load_watermark
 
 if TYPE_CHECKING:
@@ -180,26 +180,9 @@ def _snapshot_rows(
     frames = []
     counts: dict[str, int] = {}
     for name in cfg.tables:
-        folder = cfg.snapshot_path / name
-        if not folder.is_dir():
+        df = read_snapshot_folder(spark, cfg.snapshot_path / name)
+        if df is None:
             continue
-        files = sorted(
-            p for p in folder.iterdir() if p.is_file() and not p.name.startswith(("_", "."))
-        )
-        kinds = {p.suffix for p in files} - {".crc"}
-        if not files:
-            continue
-        if kinds <= {".parquet"}:
-            df = spark.read.parquet(*[str(p) for p in files])
-        elif kinds <= {".csv"}:
-            df = spark.read.option("header", True).csv([str(p) for p in files])
-        elif kinds <= {".jsonl", ".json"}:
-            df = spark.read.option("primitivesAsString", True).json([str(p) for p in files])
-        else:
-            raise ReconError(
-                f"{folder}: snapshot files must all be .parquet, .csv or .jsonl (found "
-                f"{', '.join(sorted(kinds))}); convert or move the others"
-            )
         s = schemas[name]
         typed = {f.name: _logical_of_spark(f.dataType) for f in df.schema.fields}
         s.observe([f.name for f in df.schema.fields], typed, "snapshot")
@@ -235,6 +218,28 @@ def _snapshot_rows(
     for other in frames[1:]:
         df = df.unionByName(other)
     return df, counts
+
+
+def read_snapshot_folder(spark: SparkSession, folder: Path) -> DataFrame | None:
+    """One table of an out-of-band snapshot (Parquet, CSV with a header, or JSON Lines read as
+    text); None when the folder is missing or empty."""
+    if not folder.is_dir():
+        return None
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(("_", ".")))
+    kinds = {p.suffix for p in files} - {".crc"}
+    if not files:
+        return None
+    paths = [str(p) for p in files]
+    if kinds <= {".parquet"}:
+        return spark.read.parquet(*paths)
+    if kinds <= {".csv"}:
+        return spark.read.option("header", True).csv(paths)
+    if kinds <= {".jsonl", ".json"}:
+        return spark.read.option("primitivesAsString", True).json(paths)
+    raise ReconError(
+        f"{folder}: snapshot files must all be .parquet, .csv or .jsonl (found "
+        f"{', '.join(sorted(kinds))}); convert or move the others"
+    )
 
 
 def _taken_at_ms(wm: Watermark) -> int | None:
@@ -303,17 +308,7 @@ def _canonical(name: str, dt: Any, lt: str, T: Any) -> Column:
         return F.concat(F.regexp_replace(text, " ", "T"), F.lit("Z")) if lt == "timestamp" else text
     if isinstance(dt, T.StringType) and lt.startswith("decimal("):
         return F.coalesce(F.expr(f"try_cast({q} as {lt})").cast("string"), c)
-    if isinstance(dt, T.StringType) and lt in (
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "year",
-    ):
+    if isinstance(dt, T.StringType) and lt in INTEGER_LOGICAL:
         return F.coalesce(F.expr(f"try_cast({q} as decimal(38,0))").cast("string"), c)
     if isinstance(dt, T.DateType):
         return F.date_format(c, "yyyy-MM-dd")
