@@ -165,7 +165,10 @@ def build_dag(cfg: PipelineConfig) -> DAG:
             "name": f"recon-{cfg.name}",
         }
         decode = SparkSubmitOperator(
-            task_id="decode", application_args=["decode", *args_tpl], **common
+            task_id="decode",
+            application_args=["decode", *args_tpl],
+            depends_on_past=True,  # hour H+1 starts with what hour H carried out
+            **common,
         )
         merge = SparkSubmitOperator(
             task_id="merge_publish",

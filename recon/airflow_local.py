@@ -24,6 +24,7 @@ def airflow_env(home: Path, pipelines: Path, master: str = "local[2]") -> dict[s
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT / "dags"),
+        AIRFLOW__CORE__PLUGINS_FOLDER=str(PROJECT / "plugins"),
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
         RECON_PIPELINES_DIR=str(pipelines),
         PATH=venv_bin + os.pathsep + os.environ.get("PATH", ""),

@@ -81,6 +81,7 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["retries"]["decode"] == 2 and d["retries"]["merge_publish"] == 2
     assert d["retries"]["audit"] == 0  # a failing verdict is not retried
     assert d["depends_on_past"]["merge_publish"] is True
+    assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
     assert {d["conn"][t] for t in ("decode", "merge_publish", "audit")} == {"spark_default"}
     assert d["params"] == ["audit_only", "hour", "hour_to"]
     assert d["outlets"]["announce"] == ["recon.demo_canal_pb.shop.orders"]
