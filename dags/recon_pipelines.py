@@ -31,6 +31,26 @@ PROJECT = Path(__file__).resolve().parent.parent
 PIPELINES = Path(os.environ.get("RECON_PIPELINES_DIR", PROJECT / "pipelines"))
 STAGE_JOB = str(PROJECT / "jobs" / "stage.py")
 PYTHON = os.environ.get("PYSPARK_PYTHON", sys.executable)
+_SPARK_CONF_HELP = 'set it to a JSON object of Spark properties, e.g. {"spark.archives": "..."}'
+
+
+def extra_spark_conf() -> dict[str, str]:
+    """Spark properties added to every stage, from `RECON_SPARK_CONF` (a JSON object): what a
+    YARN or Kubernetes master needs besides the connection (README)."""
+    import json
+
+    text = os.environ.get("RECON_SPARK_CONF", "").strip()
+    if not text:
+        return {}
+    try:
+        conf = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"RECON_SPARK_CONF is not JSON ({err}); {_SPARK_CONF_HELP}") from None
+    if not isinstance(conf, dict):
+        raise ValueError(f"RECON_SPARK_CONF is not a JSON object; {_SPARK_CONF_HELP}")
+    return {str(k): str(v) for k, v in conf.items()}
+
+
 HOUR_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}$"
 
 _RETRY = {
@@ -58,7 +78,7 @@ def table_asset(cfg: PipelineConfig, table: str) -> Asset:
     )
 
 
-def build_dag(cfg: PipelineConfig) -> DAG:
+def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> DAG:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.providers.standard.sensors.python import PythonSensor
 
@@ -88,6 +108,22 @@ def build_dag(cfg: PipelineConfig) -> DAG:
                 pattern=HOUR_PATTERN,
                 description="Manual runs: last hour of a range starting at `hour` (inclusive).",
             ),
+            "tables": Param(
+                [],
+                type="array",
+                items={"type": "string", "enum": list(cfg.tables)},
+                uniqueItems=True,
+                examples=list(cfg.tables),
+                description="Manual runs: merge and publish only these tables (empty: all). "
+                "The other tables' changes of the hour are reported as not merged.",
+            ),
+            "rebuild_from_snapshot": Param(
+                False,
+                type="boolean",
+                description="Drop the merge state of the tables (all, or those chosen) and "
+                "merge again from the snapshot every decoded hour since the start; the published "
+                "tables are replaced (earlier versions stay in their history).",
+            ),
             "audit_only": Param(
                 False,
                 type="boolean",
@@ -114,7 +150,17 @@ def build_dag(cfg: PipelineConfig) -> DAG:
             last = params.get("hour_to") or first
             if last < first:
                 raise ValueError(f"hour_to {last} is before hour {first}; give a range forwards")
-            return {"from": first, "to": last, "audit_only": bool(params.get("audit_only"))}
+            if params.get("audit_only") and params.get("rebuild_from_snapshot"):
+                raise ValueError(
+                    "audit_only and rebuild_from_snapshot exclude each other; choose one"
+                )
+            return {
+                "from": first,
+                "to": last,
+                "audit_only": bool(params.get("audit_only")),
+                "tables": ",".join(params.get("tables") or []),
+                "rebuild": "true" if params.get("rebuild_from_snapshot") else "false",
+            }
 
         @task.short_circuit(ignore_downstream_trigger_rules=False)
         def needs_stages(h: dict[str, object]) -> bool:
@@ -160,7 +206,11 @@ def build_dag(cfg: PipelineConfig) -> DAG:
         common = {
             "application": STAGE_JOB,
             "conn_id": "spark_default",
-            "conf": {"spark.pyspark.python": PYTHON, "spark.pyspark.driver.python": PYTHON},
+            "conf": {
+                "spark.pyspark.python": PYTHON,
+                "spark.pyspark.driver.python": PYTHON,
+                **(spark_conf or {}),
+            },
             "env_vars": {"PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON},
             "name": f"recon-{cfg.name}",
         }
@@ -172,7 +222,14 @@ def build_dag(cfg: PipelineConfig) -> DAG:
         )
         merge = SparkSubmitOperator(
             task_id="merge_publish",
-            application_args=["merge", *args_tpl],
+            application_args=[
+                "merge",
+                *args_tpl,
+                "--tables",
+                "{{ ti.xcom_pull(task_ids='hours')['tables'] }}",
+                "--rebuild",
+                "{{ ti.xcom_pull(task_ids='hours')['rebuild'] }}",
+            ],
             depends_on_past=True,  # the state of hour H is the input of H+1
             **common,
         )
@@ -200,10 +257,12 @@ def build_dag(cfg: PipelineConfig) -> DAG:
                 raise RuntimeError(f"no audit report at {report_file}: the hour was not merged")
             report = json.loads(report_file.read_text())
             events = context["outlet_events"]
+            chosen = str(h["tables"]).split(",") if h["tables"] else list(c.tables)
             for t in c.tables:
                 tr = report["tables"].get(t, {})
                 events[table_asset(c, t)].extra = {  # type: ignore[index]
                     "hour": report["hour"],
+                    "merged": t in chosen,  # false: the run was limited to other tables
                     "verdict": report["verdict"],
                     "rows": tr.get("rows_after"),
                     "applied": tr.get("applied"),
@@ -225,7 +284,12 @@ def _broken(path: Path, message: str) -> DAG:
 
 
 _good, _errors = load_folder(PIPELINES)
+try:
+    _spark_conf = extra_spark_conf()
+except ValueError as _err:  # every pipeline's DAG says what is wrong with the variable
+    _errors.update({Path(str(c.source_file)): str(_err) for c in _good})
+    _good = []
 for _cfg in _good:
-    globals()[f"recon_{_cfg.name}"] = build_dag(_cfg)
+    globals()[f"recon_{_cfg.name}"] = build_dag(_cfg, _spark_conf)
 for _path, _msg in _errors.items():
     globals()[f"recon_{Path(_path).stem}"] = _broken(Path(_path), _msg)

@@ -48,10 +48,16 @@ def migrate(env: dict[str, str]) -> None:
 
 
 def dags_test(
-    env: dict[str, str], dag_id: str, first: str, last: str | None = None, log: Path | None = None
+    env: dict[str, str],
+    dag_id: str,
+    first: str,
+    last: str | None = None,
+    log: Path | None = None,
+    params: dict[str, object] | None = None,
 ) -> str:
-    """One DAG run for the hours first..last (its params); returns the run's final state."""
-    conf = {"hour": first, "hour_to": last or first}
+    """One DAG run for the hours first..last (its params, plus `params`); returns the run's
+    final state."""
+    conf = {"hour": first, "hour_to": last or first, **(params or {})}
     logical = f"{last or first}:00:00+00:00"
     r = subprocess.run(
         [_airflow(), "dags", "test", dag_id, logical, "-c", json.dumps(conf)],

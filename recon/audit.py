@@ -379,7 +379,16 @@ def build_report(
         )
         + sum(mer.get("not_configured", {}).values())
         + int(mer.get("ddl_not_configured", 0))  # DDL of tables not published
+        + sum(mer.get("not_merged", {}).values())  # a run limited to some tables
+        + int(mer.get("ddl_not_merged", 0))
     )
+    for name, n in sorted(mer.get("not_merged", {}).items()):
+        find(
+            "not_merged",
+            f"{n} changes of this hour were not merged: the run was limited to "
+            f"{', '.join(mer.get('merged_tables', []))}; run the hour again for this table",
+            table=name,
+        )
     links: dict[str, Any] = {
         "records": {
             "read": read,
@@ -405,6 +414,7 @@ def build_report(
             "decoded": events_decoded,
             "merged": events_merged,
             "not_configured": mer.get("not_configured", {}),
+            "not_merged": mer.get("not_merged", {}),
             "balanced": events_decoded == events_merged,
         },
         "tables": {n: t["balanced"] for n, t in tables.items()},

@@ -55,6 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline(p)
     p.add_argument("--hour", required=True, metavar="HOUR", help="YYYY-MM-DDTHH (UTC)")
     p.add_argument("--run-id", default=None, help="identifier recorded in the outputs")
+    p.add_argument("--tables", metavar="DB.T,...", help="only these tables (default: all)")
+
+    p = sub.add_parser(
+        "rebuild",
+        help="drop the merge state and merge every decoded hour again, from the snapshot on",
+    )
+    _add_pipeline(p)
+    p.add_argument("--to", dest="last", metavar="HOUR", help="last hour (default: last decoded)")
+    p.add_argument("--tables", metavar="DB.T,...", help="only these tables (default: all)")
+    p.add_argument("--run-id", default=None, help="identifier recorded in the outputs")
 
     p = sub.add_parser("export", help="write one published table as JSON Lines (sorted by key)")
     _add_pipeline(p)
@@ -177,7 +187,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = load_config(args.pipeline)
         hour = parse_hour(args.hour, "--hour")
         spark = get_spark(f"recon-merge-{cfg.name}")
-        print_merge(merge_hour(spark, cfg, hour, args.run_id, buckets=cfg.buckets))
+        print_merge(
+            merge_hour(
+                spark, cfg, hour, args.run_id, buckets=cfg.buckets, tables=_tables(args.tables)
+            )
+        )
+        return 0
+    if args.command == "rebuild":
+        from recon.runner import rebuild
+
+        rebuild(args.pipeline, args.last, _tables(args.tables), args.run_id)
         return 0
     if args.command == "export":
         from recon.config import load_config
@@ -255,6 +274,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         run_demo(args.hours, via_airflow=not args.without_airflow)
         return 0
     raise ReconError(f"unknown command {args.command}")
+
+
+def _tables(text: str | None) -> list[str] | None:
+    """`--tables a.b,c.d` -> a list; empty or missing -> None (every table)."""
+    names = [t.strip() for t in (text or "").split(",") if t.strip()]
+    return names or None
 
 
 def _validate(paths: list[str]) -> int:

@@ -29,6 +29,7 @@ FINDINGS = (
     "reconcile_mismatch",
     "stale",
     "balance",
+    "not_merged",
 )
 _NAME_RE = re.compile(r"^[a-z0-9_]+$")
 _TABLE_RE = re.compile(r"^[^.\s]+\.[^.\s]+$")

@@ -49,6 +49,50 @@ def run_hours(
     return results
 
 
+def rebuild(
+    pipeline: str,
+    through: str | None,
+    tables: list[str] | None = None,
+    run_id: str | None = None,
+    quiet: bool = False,
+) -> list[dict[str, Any]]:
+    """Drop the merge state of the tables (all, or `tables`) and merge again, from the snapshot,
+    every decoded hour since the pipeline's start through `through` (default: the last decoded
+    hour), re-auditing each. Decoding is not repeated. The published tables are replaced as a
+    whole by the first hour merged; their earlier versions stay in the Iceberg history."""
+    from datetime import UTC, datetime
+
+    from recon.audit import audit_dir, audit_hour
+    from recon.spark.merge_stage import check_tables, decoded_hours, merge_hour, reset_state
+    from recon.spark.session import get_spark
+
+    cfg = load_config(pipeline)
+    names = check_tables(cfg, tables)
+    last = parse_hour(through, "--to") if through else datetime.now(UTC)
+    hours = decoded_hours(cfg, last)
+    reset_state(cfg, names)
+    if not quiet:
+        print(
+            f"{cfg.name}: merge state of {', '.join(names)} dropped; merging "
+            f"{len(hours)} decoded hour(s) again"
+            + (f" ({format_hour(hours[0])} .. {format_hour(hours[-1])})" if hours else "")
+        )
+    if not hours:
+        return []
+    spark = get_spark(f"recon-rebuild-{cfg.name}")
+    out = []
+    for h in hours:
+        rid = f"{run_id}_{format_hour(h)}" if run_id else None
+        merged = merge_hour(spark, cfg, h, run_id=rid, buckets=cfg.buckets, tables=tables)
+        if not quiet:
+            print_merge(merged)
+        report = audit_hour(spark, cfg, h)
+        if not quiet:
+            print_report(report, audit_dir(cfg, h))
+        out.append({"hour": format_hour(h), "merge": merged, "audit": report})
+    return out
+
+
 def print_report(report: dict[str, Any], folder: Any) -> None:
     """The verdict line and the findings of one hour's audit."""
     from recon.audit import summary_lines

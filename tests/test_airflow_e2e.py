@@ -79,3 +79,18 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     extras = [json.loads(x) for _, x in events]
     assert [(x["hour"], x["verdict"]) for x in extras] == [(_h(H0), "pass"), (_h(H1), "pass")]
     assert extras[-1]["rows"] == len(dag_rows)
+    # a manual run with the trigger form's rebuild: the state is dropped and every decoded hour
+    # merged again; the published table is the same
+    h0_result = tmp_path / "wh_dag" / "_state" / "af" / "merge" / "hours" / f"hour={_h(H0)}.json"
+    h0_run = json.loads(h0_result.read_text())["run_id"]
+    log = tmp_path / "dag-rebuild.log"
+    params = {"tables": ["shop.orders"], "rebuild_from_snapshot": True}
+    assert dags_test(env, "recon_af", _h(H1), log=log, params=params) == "success", log.read_text()[
+        -3000:
+    ]
+    assert list(export_rows(load_config(dag_cfg), "shop.orders")) == run_rows
+    man = json.loads(
+        (tmp_path / "wh_dag" / "_state" / "af" / "merge" / "manifest.json").read_text()
+    )
+    assert man["reset"]["tables"] == ["shop.orders"] and man["hours"] == [_h(H0), _h(H1)]
+    assert json.loads(h0_result.read_text())["run_id"] != h0_run  # hour 0 was merged again

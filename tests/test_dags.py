@@ -34,17 +34,20 @@ for dag_id, d in bag.dags.items():
         "start": d.start_date.isoformat() if d.start_date else None,
         "params": sorted(d.params.keys()),
         "outlets": {t.task_id: [a.name for a in t.outlets] for t in d.tasks},
+        "spark_conf": getattr(d.get_task("decode"), "conf", None),
+        "tables_param": d.params.get_param("tables").schema,
     }
 print("PROBE" + json.dumps(out))
 """
 
 
-def _bag(tmp: Path, pipelines: Path) -> dict:
+def _bag(tmp: Path, pipelines: Path, **env_extra: str) -> dict:
     env = dict(
         os.environ,
         AIRFLOW_HOME=str(tmp / "airflow"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         RECON_PIPELINES_DIR=str(pipelines),
+        **env_extra,
     )
     r = subprocess.run(
         [sys.executable, "-c", PROBE, str(ROOT / "dags")],
@@ -83,8 +86,23 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["depends_on_past"]["merge_publish"] is True
     assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
     assert {d["conn"][t] for t in ("decode", "merge_publish", "audit")} == {"spark_default"}
-    assert d["params"] == ["audit_only", "hour", "hour_to"]
+    assert d["params"] == ["audit_only", "hour", "hour_to", "rebuild_from_snapshot", "tables"]
     assert d["outlets"]["announce"] == ["recon.demo_canal_pb.shop.orders"]
+    assert d["tables_param"]["items"] == {"type": "string", "enum": ["shop.orders"]}
+    assert d["spark_conf"]["spark.pyspark.python"] == sys.executable
+
+
+def test_extra_spark_conf_reaches_every_stage_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
+    conf = '{"spark.archives": "hdfs:///envs/recon.tar.gz#env"}'
+    got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF=conf)
+    d = got["dags"]["recon_demo_canal_pb"]
+    assert d["spark_conf"]["spark.archives"] == "hdfs:///envs/recon.tar.gz#env"
+    got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF='["not", "an object"]')
+    assert "recon_demo_canal_pb" not in got["dags"]  # no DAG runs with a conf it cannot honour
+    msgs = list(got["errors"].values())  # keyed by the DAG file: one line for all pipelines
+    assert msgs and all(
+        "RECON_SPARK_CONF is not a JSON object" in m and "Traceback" not in m for m in msgs
+    )
 
 
 def test_a_broken_yaml_breaks_only_its_own_dag(tmp_path: Path) -> None:

@@ -97,14 +97,20 @@ def _lit_map(d: dict[str, Any]) -> Column:
 
 # -- schema -------------------------------------------------------------------------------------
 def _resolve_schemas(
-    spark: SparkSession, cfg: PipelineConfig, man: dict[str, Any], events: DataFrame, hour: datetime
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    man: dict[str, Any],
+    events: DataFrame,
+    hour: datetime,
+    names: list[str],
 ) -> tuple[dict[str, TableSchema], dict[str, bool]]:
-    """Fold the hour's DDL and image columns into each configured table's schema."""
+    """Fold the hour's DDL and image columns into the schema of each table merged."""
     from pyspark.sql import functions as F
 
     schemas: dict[str, TableSchema] = {}
     changed: dict[str, bool] = {}
-    for name, tcfg in cfg.tables.items():
+    for name in names:
+        tcfg = cfg.tables[name]
         entry = man["tables"].get(name)
         if entry:
             schemas[name] = TableSchema.from_json(entry["schema"])
@@ -123,7 +129,6 @@ def _resolve_schemas(
                     s.declared = list(tdef.columns)
             schemas[name] = s
             changed[name] = True
-    names = list(cfg.tables)
     mine = events.where(F.col("table").isin(names))
     for r in (
         mine.where(F.col("op") == "ddl").orderBy("order_key").select("table", "ddl", "db").collect()
@@ -169,7 +174,11 @@ def _resolve_schemas(
 
 # -- snapshot bootstrap -------------------------------------------------------------------------
 def _snapshot_rows(
-    spark: SparkSession, cfg: PipelineConfig, schemas: dict[str, TableSchema], wm: Watermark
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    schemas: dict[str, TableSchema],
+    wm: Watermark,
+    names: list[str],
 ) -> tuple[DataFrame | None, dict[str, int]]:
     """Out-of-band snapshot rows as contributions with the empty order key (first of all)."""
     from pyspark.sql import Window
@@ -179,7 +188,7 @@ def _snapshot_rows(
     assert cfg.snapshot_path is not None
     frames = []
     counts: dict[str, int] = {}
-    for name in cfg.tables:
+    for name in names:
         df = read_snapshot_folder(spark, cfg.snapshot_path / name)
         if df is None:
             continue
@@ -338,9 +347,11 @@ def merge_hour(
     run_id: str | None = None,
     buckets: int = 16,
     publish: bool = True,
+    tables: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Merge one decoded hour into the state and publish every configured table
-    (`publish=False`: state only, for tests of the merge rules)."""
+    """Merge one decoded hour into the state and publish every configured table, or only
+    `tables` (the other tables' changes of the hour are counted as not merged; merging them
+    later, in any order, gives the same state). `publish=False`: state only, for tests."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -350,6 +361,7 @@ def merge_hour(
     run_id = run_id or uuid.uuid4().hex[:12]
     paths = StatePaths(cfg.warehouse, cfg.name)
     H = format_hour(hour)
+    names = check_tables(cfg, tables)
     if not paths.counters(hour).is_file():
         raise ReconError(
             f"hour {H} of pipeline {cfg.name} is not decoded yet; run `recon decode --hour {H}` "
@@ -362,7 +374,6 @@ def merge_hour(
     else:
         events = spark.createDataFrame([], spark_ddl(EVENT_SCHEMA))
     events = events.withColumn("table", route_expr(cfg)).persist(StorageLevel.MEMORY_AND_DISK)
-    names = list(cfg.tables)
     by_table_op: dict[str, dict[str, int]] = {}
     for r in events.groupBy("table", "op").agg(F.count("*").alias("n")).collect():
         by_table_op.setdefault(r["table"], {})[r["op"]] = int(r["n"])
@@ -371,7 +382,8 @@ def merge_hour(
         for t, ops in by_table_op.items()
         if t not in cfg.tables
     }
-    schemas, schema_changed = _resolve_schemas(spark, cfg, man, events, hour)
+    not_merged = {t: ops for t, ops in by_table_op.items() if t in cfg.tables and t not in names}
+    schemas, schema_changed = _resolve_schemas(spark, cfg, man, events, hour, names)
 
     ev = events.where(F.col("table").isin(names) & (F.col("op") != "ddl"))
     wm: Watermark | None = load_watermark(cfg.snapshot_path) if cfg.snapshot_path else None
@@ -445,8 +457,17 @@ def merge_hour(
     for p in parts[1:]:
         contrib = contrib.unionByName(p)
     snapshot_info = man.get("snapshot")
-    if wm is not None and snapshot_info is None:
-        snap, _ = _snapshot_rows(spark, cfg, schemas, wm)
+    # the snapshot is loaded into a table's state when that state starts (first merge, or
+    # the first after a rebuild); states from before per-table tracking count as loaded
+    snap_for = [
+        n
+        for n in names
+        if wm is not None
+        and not man["tables"].get(n, {}).get("snapshot_loaded")
+        and not (snapshot_info is not None and n in man["tables"])
+    ]
+    if wm is not None and snap_for:
+        snap, _ = _snapshot_rows(spark, cfg, schemas, wm, snap_for)
         if snap is not None:
             contrib = contrib.unionByName(snap)
         snapshot_info = {"watermark": wm.to_json(), "loaded_in_hour": H, "run_id": run_id}
@@ -576,6 +597,8 @@ def merge_hour(
     for n in names:
         s = schemas[n]
         entry = new_man["tables"].setdefault(n, {"buckets": nb[n], "files": {}})
+        if n in snap_for:
+            entry["snapshot_loaded"] = True
         rows_before = sum(int(f["rows"]) for f in entry["files"].values())
         for b in sorted(touched[n]):
             st = bstats.get((n, b))
@@ -645,21 +668,75 @@ def merge_hour(
     _write_manifest(cfg, new_man)
     for d in (events, contrib, live):
         d.unpersist()
+    out = paths.base / "merge" / "hours" / f"hour={H}.json"
+    if tables is not None and out.is_file():  # keep what earlier merges of this hour did
+        earlier = json.loads(out.read_text())["tables"]
+        tables_out = {**{t: v for t, v in earlier.items() if t not in names}, **tables_out}
     result = {
         "pipeline": cfg.name,
         "hour": H,
         "run_id": run_id,
-        "tables": tables_out,
+        "tables": dict(sorted(tables_out.items())),
+        "merged_tables": names,
+        "not_merged": {
+            t: sum(n for op, n in ops.items() if op != "ddl")
+            for t, ops in sorted(not_merged.items())
+            if t not in tables_out
+        },
+        "ddl_not_merged": sum(
+            ops.get("ddl", 0) for t, ops in not_merged.items() if t not in tables_out
+        ),
         "not_configured": dict(sorted(not_configured.items())),
         "ddl_not_configured": sum(
             ops.get("ddl", 0) for t, ops in by_table_op.items() if t not in cfg.tables
         ),
         "snapshot": snapshot_info,
     }
-    out = paths.base / "merge" / "hours" / f"hour={H}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str))
     return result
+
+
+def check_tables(cfg: PipelineConfig, tables: list[str] | None) -> list[str]:
+    """The tables a merge covers: all configured ones, or the subset asked for (validated)."""
+    if not tables:
+        return list(cfg.tables)
+    unknown = [t for t in tables if t not in cfg.tables]
+    if unknown:
+        raise ReconError(
+            f"table {unknown[0]} is not in pipeline {cfg.name}; choose from {', '.join(cfg.tables)}"
+        )
+    return [t for t in cfg.tables if t in tables]  # config order
+
+
+def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> dict[str, Any]:
+    """Forget the merge state of every table (or of `tables`): the next merge of each starts it
+    again from the snapshot and replaces the whole published table (a new Iceberg snapshot; the
+    earlier versions stay readable by time travel). Decoded hours are kept. Atomic, like a merge:
+    a run killed after this just rebuilds again."""
+    names = check_tables(cfg, tables)
+    man = load_manifest(cfg)
+    new = json.loads(json.dumps(man))
+    for n in names:
+        new["tables"].pop(n, None)
+    if not new["tables"]:
+        new["hours"], new["snapshot"] = [], None
+    new["version"] = int(man.get("version", 0)) + 1
+    new["reset"] = {"tables": names, "version_before": man.get("version", 0)}
+    _write_manifest(cfg, new)
+    return new
+
+
+def decoded_hours(cfg: PipelineConfig, last: datetime) -> list[datetime]:
+    """The decoded hours from the pipeline's start through `last`, in order."""
+    from recon.hours import hour_range
+
+    paths = StatePaths(cfg.warehouse, cfg.name)
+    return (
+        [h for h in hour_range(cfg.start, last) if paths.counters(h).is_file()]
+        if last >= cfg.start
+        else []
+    )
 
 
 def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
