@@ -5,7 +5,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: setup demo test lint fmt clean
+.PHONY: setup demo test lint fmt clean airflow
 
 setup:
 	bash scripts/setup.sh
@@ -17,6 +17,10 @@ demo: setup
 # README command 2: the whole test suite (lint and types included).
 test: setup lint
 	bash scripts/run-tests.sh
+
+# Airflow with a scheduler and the UI (http://localhost:8080) on this machine.
+airflow: setup
+	$(VENV)/bin/python -m recon.airflow_local
 
 lint:
 	$(VENV)/bin/ruff check recon jobs dags plugins tests scripts benchmarks

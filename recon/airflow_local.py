@@ -80,3 +80,21 @@ def dags_test(
             f"airflow dags test {dag_id} did not finish (rc {r.returncode}): {tail[0][:300]}"
         )
     return m[-1]
+
+
+def standalone(home: Path | None = None) -> int:
+    """`make airflow`: scheduler, dag-processor, triggerer and the UI on http://localhost:8080
+    with this project's DAGs, plugin and demo pipelines (Ctrl-C stops them). The home is the one
+    `recon demo` runs its DAGs in, so the demo's runs and reports are there to look at."""
+    home = home or PROJECT / "demo-data" / "airflow"
+    env = airflow_env(home, PROJECT / "pipelines", master="local[*]")
+    print(
+        f"Airflow home {home}; UI http://localhost:8080 (user admin, password in "
+        f"{home / 'simple_auth_manager_passwords.json.generated'})",
+        flush=True,
+    )
+    return subprocess.call([_airflow(), "standalone"], env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(standalone())

@@ -304,6 +304,10 @@ def run_demo(hours: int, via_airflow: bool = True) -> None:
     print(f"audit reports:    {wh}/audit/<pipeline>/<hour>/report.html (and report.json)")
     print(f"  in a terminal:  recon report --pipeline pipelines/demo_canal_pb.yaml --hour {last}")
     print(
+        "  in Airflow's UI: `make airflow`, log in at http://localhost:8080, then Browse > Recon "
+        "audit (or a DAG's / DAG run's audit tab)"
+    )
+    print(
         "  (warn: duplicates the sample delivers twice on purpose; DataWorks' garbage record is "
         "quarantined, a warning by that pipeline's audit.fail_on)"
     )
