@@ -9,14 +9,11 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import yaml
-
-from recon import sample
 from recon.airflow_local import airflow_env, dags_test, migrate
 from recon.cli import main
 from recon.config import load_config
-from recon.demo import write_dump
 from recon.publish import export_rows
+from tests.canal_pipeline import write_canal_dump, write_canal_pipeline
 
 START = datetime(2026, 6, 1, 0, tzinfo=UTC)
 H0, H1 = START, START + timedelta(hours=1)
@@ -26,38 +23,20 @@ def _h(h: datetime) -> str:
     return h.strftime("%Y-%m-%dT%H")
 
 
-def _pipeline(folder: Path, name: str, raw: Path, wh: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    p = folder / f"{name}.yaml"
-    p.write_text(
-        yaml.safe_dump(
-            {
-                "name": name,
-                "format": "canal_json",
-                "raw_path": str(raw),
-                "topics": ["af"],
-                "warehouse": str(wh),
-                "start": START.isoformat(),
-                "tables": {"shop.orders": {}},
-                "buckets": 4,
-            }
-        )
-    )
-    return p
-
-
 def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> None:
-    txns = sample.workload(START, 2, txns_per_hour=8, seed=11)
-    recs = sample.to_records(sample.encode_canal_json(txns), "af")
-    write_dump(tmp_path / "raw", "af", recs, "jsonl", [H0, H1])
-    dag_cfg = _pipeline(tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh_dag")
+    write_canal_dump(tmp_path / "raw", "af", START, 2, seed=11)
+    dag_cfg = write_canal_pipeline(
+        tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh_dag", START
+    )
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
     migrate(env)
     for h in (H0, H1):
         state = dags_test(env, "recon_af", _h(h), log=tmp_path / f"dag-{_h(h)}.log")
         assert state == "success", (tmp_path / f"dag-{_h(h)}.log").read_text()[-3000:]
     # the same dump through `recon run`, in another warehouse
-    run_cfg = _pipeline(tmp_path / "direct", "af", tmp_path / "raw", tmp_path / "wh_run")
+    run_cfg = write_canal_pipeline(
+        tmp_path / "direct", "af", tmp_path / "raw", tmp_path / "wh_run", START
+    )
     assert main(["run", "--pipeline", str(run_cfg), "--from", _h(H0), "--to", _h(H1)]) == 0
     dag_rows = list(export_rows(load_config(dag_cfg), "shop.orders"))
     run_rows = list(export_rows(load_config(run_cfg), "shop.orders"))

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import http.client
 import json
+import urllib.error
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import yaml
 
-from recon import sample
 from recon.cli import main
 from recon.config import load_config
-from recon.demo import write_dump
 from recon.publish import export_rows
 from tests.airflow_services import PASSWORD, USER, AirflowServices
 from tests.browser import Browser
+from tests.canal_pipeline import write_canal_dump, write_canal_pipeline
 
 NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 START = NOW - timedelta(hours=3)
@@ -35,34 +34,11 @@ def _h(h: datetime) -> str:
     return h.strftime("%Y-%m-%dT%H")
 
 
-def _pipeline(folder: Path, raw: Path, wh: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    p = folder / "bf.yaml"
-    p.write_text(
-        yaml.safe_dump(
-            {
-                "name": "bf",
-                "format": "canal_json",
-                "raw_path": str(raw),
-                "topics": ["bf"],
-                "warehouse": str(wh),
-                "start": START.isoformat(),
-                "tables": {"shop.orders": {}},
-                "buckets": 4,
-            }
-        )
-    )
-    return p
-
-
 @pytest.fixture(scope="module")
 def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AirflowServices, Path]]:
     tmp = tmp_path_factory.mktemp("airflow-services")
-    txns = sample.workload(START, 3, txns_per_hour=8, seed=5)
-    write_dump(
-        tmp / "raw", "bf", sample.to_records(sample.encode_canal_json(txns), "bf"), "jsonl", HOURS
-    )
-    _pipeline(tmp / "pipelines", tmp / "raw", tmp / "wh_dag")
+    write_canal_dump(tmp / "raw", "bf", START, 3, seed=5)
+    write_canal_pipeline(tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START)
     af = AirflowServices(tmp / "airflow", tmp / "pipelines").start()
     try:
         af.wait(lambda: af._get(f"/api/v2/dags/{DAG}"), 180, f"{DAG} parsed")
@@ -92,7 +68,7 @@ def test_backfill_of_three_hours_equals_recon_run(backfilled: tuple[AirflowServi
     runs = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns?order_by=logical_date")["dag_runs"]
     # each run processed its own data interval: a real one-hour interval per scheduled hour
     assert [x["data_interval_start"][:13] for x in runs] == [_h(h) for h in HOURS]
-    direct = _pipeline(tmp / "direct", tmp / "raw", tmp / "wh_run")
+    direct = write_canal_pipeline(tmp / "direct", "bf", tmp / "raw", tmp / "wh_run", START)
     assert (
         main(["run", "--pipeline", str(direct), "--from", _h(HOURS[0]), "--to", _h(HOURS[-1])]) == 0
     )
@@ -192,3 +168,40 @@ def test_plugin_files_only_under_the_audit_root(backfilled: tuple[AirflowService
     (tmp / "wh_dag" / "audit" / "bf" / "link").symlink_to(tmp / "wh_dag")
     status, body = _raw_get(af, "/recon/files/bf/link/secret.txt", token)
     assert status == 403 and "leads out of the audit root" in body
+
+
+def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
+    backfilled: tuple[AirflowServices, Path],
+) -> None:
+    af, tmp = backfilled
+    runs_url = f"/api/v2/dags/{DAG}/dagRuns"
+    # the trigger form's params are validated: a malformed hour is refused before any run exists
+    try:
+        af.api("POST", runs_url, {"logical_date": None, "conf": {"hour": "yesterday"}})
+        raise AssertionError("a malformed hour was accepted")
+    except urllib.error.HTTPError as err:
+        assert err.code == 400 and "hour" in err.read().decode()
+    report = tmp / "wh_dag" / "audit" / "bf" / _h(HOURS[2]) / "report.json"
+    written = json.loads(report.read_text())["generated_at"]
+    run = af.api(
+        "POST", runs_url, {"logical_date": None, "conf": {"hour": _h(HOURS[2]), "audit_only": True}}
+    )
+    assert run["logical_date"] is None
+
+    def done() -> dict | None:
+        r = af.api("GET", f"{runs_url}/{run['dag_run_id']}")
+        return r if r["state"] in ("success", "failed") else None
+
+    assert af.wait(done, 600, "the manual run")["state"] == "success"
+    tis = af.api("GET", f"{runs_url}/{run['dag_run_id']}/taskInstances")["task_instances"]
+    states = {t["task_id"]: t["state"] for t in tis}
+    assert states["decode"] == states["merge_publish"] == "skipped"
+    assert states["audit"] == states["announce"] == "success"
+    assert json.loads(report.read_text())["generated_at"] >= written
+    xcom = af.api(
+        "GET",
+        f"{runs_url}/{run['dag_run_id']}/taskInstances/hours/xcomEntries/return_value"
+        "?deserialize=true&stringify=false",
+    )["value"]
+    xcom = json.loads(xcom) if isinstance(xcom, str) else xcom
+    assert (xcom["from"], xcom["to"], xcom["audit_only"]) == (_h(HOURS[2]), _h(HOURS[2]), True)

@@ -16,15 +16,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import yaml
 
-from recon import sample
 from recon.airflow_local import airflow_env, dags_test, migrate
 from recon.cli import main
 from recon.config import load_config
-from recon.demo import write_dump
 from recon.publish import export_rows
 from tests.airflow_services import free_port
+from tests.canal_pipeline import write_canal_dump, write_canal_pipeline
 
 START = datetime(2026, 7, 1, 0, tzinfo=UTC)
 H0, H1 = START, START + timedelta(hours=1)
@@ -79,36 +77,14 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, str]]:
             f.close()
 
 
-def _pipeline(folder: Path, raw: Path, wh: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    p = folder / "sc.yaml"
-    p.write_text(
-        yaml.safe_dump(
-            {
-                "name": "sc",
-                "format": "canal_json",
-                "raw_path": str(raw),
-                "topics": ["sc"],
-                "warehouse": str(wh),
-                "start": START.isoformat(),
-                "tables": {"shop.orders": {}},
-                "buckets": 4,
-            }
-        )
-    )
-    return p
-
-
 def test_the_dag_runs_on_a_standalone_cluster_by_changing_the_connection(
     spark, tmp_path: Path, cluster: tuple[str, str]
 ) -> None:
     master, state_url = cluster
-    txns = sample.workload(START, 2, txns_per_hour=8, seed=3)
-    write_dump(
-        tmp_path / "raw", "sc", sample.to_records(sample.encode_canal_json(txns), "sc"), "jsonl",
-        [H0, H1],
-    )  # fmt: skip
-    dag_cfg = _pipeline(tmp_path / "pipelines", tmp_path / "raw", tmp_path / "wh_dag")
+    write_canal_dump(tmp_path / "raw", "sc", START, 2, seed=3)
+    dag_cfg = write_canal_pipeline(
+        tmp_path / "pipelines", "sc", tmp_path / "raw", tmp_path / "wh_dag", START
+    )
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines", master=master)
     migrate(env)
     log = tmp_path / "dag.log"
@@ -119,7 +95,9 @@ def test_the_dag_runs_on_a_standalone_cluster_by_changing_the_connection(
     # decode, merge_publish and audit each ran as an application of the cluster
     names = [a["name"] for a in sorted(apps, key=lambda a: a["starttime"])]
     assert names == ["recon-decode-sc", "recon-merge-sc", "recon-audit-sc"], apps
-    run_cfg = _pipeline(tmp_path / "direct", tmp_path / "raw", tmp_path / "wh_run")
+    run_cfg = write_canal_pipeline(
+        tmp_path / "direct", "sc", tmp_path / "raw", tmp_path / "wh_run", START
+    )
     assert (
         main(
             ["run", "--pipeline", str(run_cfg), "--from", "2026-07-01T00", "--to", "2026-07-01T01"]

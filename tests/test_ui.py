@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
-from recon.config import load_config
 from recon.ui import (
     PathRefused,
     dag_page,
@@ -19,24 +17,7 @@ from recon.ui import (
     run_prefix,
     safe_path,
 )
-
-
-def _cfg(tmp_path: Path):
-    p = tmp_path / "p.yaml"
-    p.write_text(
-        yaml.safe_dump(
-            {
-                "name": "u",
-                "format": "canal_json",
-                "raw_path": str(tmp_path / "raw"),
-                "topics": ["t"],
-                "warehouse": str(tmp_path / "wh"),
-                "start": "2026-01-01T00:00:00Z",
-                "tables": {"a.b": {}},
-            }
-        )
-    )
-    return load_config(p)
+from tests.merge_util import pipeline
 
 
 def _report(root: Path, hour: str, verdict: str, run_id: str) -> None:
@@ -51,8 +32,8 @@ def _report(root: Path, hour: str, verdict: str, run_id: str) -> None:
 
 
 def test_pages_list_hours_and_a_run_shows_only_its_hours(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path)
-    root = cfg.warehouse / "audit" / "u"
+    cfg = pipeline(tmp_path, {"a.b": {}})
+    root = cfg.warehouse / "audit" / "t"
     run_a = "scheduled__2026-01-01T00:00:00+00:00"
     _report(root, "2026-01-01T00", "pass", run_prefix(run_a) + "2026-01-01T00")
     _report(root, "2026-01-01T01", "fail", "manual__x_2026-01-01T01")
@@ -60,7 +41,7 @@ def test_pages_list_hours_and_a_run_shows_only_its_hours(tmp_path: Path) -> None
     assert [r["hour"] for r in hour_reports(cfg, limit=1)] == ["2026-01-01T01"]
     page = dag_page(cfg)
     assert "2026-01-01T00" in page and "FAIL" in page and "PASS" in page
-    assert "recon_u" in index_page({"u": cfg}) and "1 / 0 / 1" in index_page({"u": cfg})
+    assert "recon_t" in index_page({"t": cfg}) and "1 / 0 / 1" in index_page({"t": cfg})
     run = run_page(cfg, run_a)
     assert "hour 2026-01-01T00" in run and "hour 2026-01-01T01" not in run
     assert "No audit report" in run_page(cfg, "manual__nothing")

@@ -1,0 +1,36 @@
+"""A small Canal JSON pipeline for the Airflow tests: a dump of N hours of the sample workload
+and a pipeline YAML over it (one table, four buckets)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+from recon import sample
+from recon.demo import write_dump
+
+
+def write_canal_dump(raw: Path, topic: str, start: datetime, hours: int, seed: int) -> None:
+    txns = sample.workload(start, hours, txns_per_hour=8, seed=seed)
+    recs = sample.to_records(sample.encode_canal_json(txns), topic)
+    write_dump(raw, topic, recs, "jsonl", [start + timedelta(hours=i) for i in range(hours)])
+
+
+def write_canal_pipeline(folder: Path, name: str, raw: Path, wh: Path, start: datetime) -> Path:
+    """`<folder>/<name>.yaml`, topic `<name>`, table shop.orders."""
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / f"{name}.yaml"
+    doc = {
+        "name": name,
+        "format": "canal_json",
+        "raw_path": str(raw),
+        "topics": [name],
+        "warehouse": str(wh),
+        "start": start.isoformat(),
+        "tables": {"shop.orders": {}},
+        "buckets": 4,
+    }
+    p.write_text(yaml.safe_dump(doc))
+    return p
