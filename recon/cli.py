@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", metavar="DB.T,...", help="only these tables (default: all)")
     p.add_argument("--run-id", default=None, help="identifier recorded in the outputs")
 
+    p = sub.add_parser(
+        "rollback",
+        help="roll the tables and the merge state back to the end of an hour (later hours undone)",
+    )
+    _add_pipeline(p)
+    p.add_argument("--to-hour", required=True, metavar="HOUR", help="YYYY-MM-DDTHH (UTC)")
+
     p = sub.add_parser("export", help="write one published table as JSON Lines (sorted by key)")
     _add_pipeline(p)
     p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
@@ -192,6 +199,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                 spark, cfg, hour, args.run_id, buckets=cfg.buckets, tables=_tables(args.tables)
             )
         )
+        return 0
+    if args.command == "rollback":
+        from recon.runner import rollback
+
+        rollback(args.pipeline, args.to_hour)
         return 0
     if args.command == "rebuild":
         from recon.runner import rebuild

@@ -279,6 +279,53 @@ def snapshot_for_hour(table: Table, hour: str) -> int:
     return int(best.snapshot_id)
 
 
+def restore_version(cfg: PipelineConfig, name: str, hour: str) -> dict[str, Any]:
+    """Make the table's current version the one published for `hour` (or the last before it),
+    as a new commit that swaps the current files for that version's: readers see the old or the
+    restored version, and every version, the undone ones too, stays in the history."""
+    table = load_table(cfg, name)
+    try:
+        target: int | None = snapshot_for_hour(table, hour)
+    except ReconError:  # published only after `hour`: the table had no rows then
+        target = None
+    current = _current_id(table)
+    if current == target:
+        return {"table": name, "snapshot_id": current, "restored_from": target, "committed": False}
+    keep = (
+        {t.file.file_path: t.file for t in table.scan(snapshot_id=target).plan_files()}
+        if target is not None
+        else {}
+    )
+    now = {t.file.file_path: t.file for t in table.scan().plan_files()}
+    props = {
+        "recon.pipeline": cfg.name,
+        "recon.hour": hour,
+        "recon.run-id": f"rollback-to-{hour}",
+        "recon.rollback-of": str(current),
+        "recon.restored-from": str(target),
+    }
+    sid = table.snapshot_by_id(target) if target is not None else None
+    tprops = sid.summary.additional_properties if sid and sid.summary else {}
+    if "recon.schema-version" in tprops:
+        props["recon.schema-version"] = tprops["recon.schema-version"]
+    tx = table.transaction()
+    with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
+        for path, df in now.items():
+            if path not in keep:
+                ow.delete_data_file(df)
+        for path, df in keep.items():
+            if path not in now:
+                ow.append_data_file(df)
+    tx.commit_transaction()
+    table = load_table(cfg, name)
+    return {
+        "table": name,
+        "snapshot_id": _current_id(table),
+        "restored_from": target,
+        "committed": True,
+    }
+
+
 def history(table: Table) -> list[dict[str, Any]]:
     out = []
     for s in table.snapshots():

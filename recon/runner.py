@@ -93,6 +93,46 @@ def rebuild(
     return out
 
 
+def rollback(pipeline: str, to_hour: str, quiet: bool = False) -> dict[str, Any]:
+    """Roll the pipeline back to the end of `to_hour`: its merge state as that hour left it, and
+    every published table's version of that hour, restored as a new commit (the undone versions
+    stay in the history). Later hours are no longer in the tables; merge them again (`recon run
+    --from` the next hour, or clear their DAG runs) to bring them back. Decoding is kept."""
+    from recon.publish import restore_version
+    from recon.spark.merge_stage import load_manifest, rollback_state
+
+    cfg = load_config(pipeline)
+    H = format_hour(parse_hour(to_hour, "--to-hour"))
+    later = [h for h in load_manifest(cfg).get("hours", []) if h > H]
+    man = rollback_state(cfg, parse_hour(H))
+    published = set(man["tables"]) | {t for t in cfg.tables if _is_published(cfg, t)}
+    restored = [restore_version(cfg, t, H) for t in cfg.tables if t in published]
+    if not quiet:
+        for r in restored:
+            what = "restored" if r["committed"] else "already current"
+            print(
+                f"{cfg.name}: {r['table']}: version of {H} (snapshot {r['restored_from']}) {what}"
+            )
+        if later:
+            print(
+                f"{cfg.name}: hours {later[0]} .. {later[-1]} are no longer in the tables; merge "
+                f"them again with `recon run --pipeline {pipeline} --from {later[0]}` (or clear "
+                "their DAG runs)"
+            )
+    return {"hour": H, "tables": restored, "hours_undone": later}
+
+
+def _is_published(cfg: Any, table: str) -> bool:
+    from recon.errors import ReconError
+    from recon.publish import load_table
+
+    try:
+        load_table(cfg, table)
+    except ReconError:
+        return False
+    return True
+
+
 def print_report(report: dict[str, Any], folder: Any) -> None:
     """The verdict line and the findings of one hour's audit."""
     from recon.audit import summary_lines

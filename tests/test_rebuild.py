@@ -1,5 +1,6 @@
-"""Merging a subset of tables, and rebuilding the merge state from the snapshot and every decoded
-hour since the start (the `tables` and `rebuild_from_snapshot` params of the DAGs)."""
+"""Merging a subset of tables, rebuilding the merge state from the snapshot and every decoded
+hour since the start (the `tables` and `rebuild_from_snapshot` params of the DAGs), and rolling
+back to an hour (`recon rollback`)."""
 
 from __future__ import annotations
 
@@ -154,3 +155,32 @@ def test_rebuild_of_a_missing_hour_or_unknown_table_says_so(spark, tmp_path, cap
     assert rc == 2 and "hour 2026-01-01T01 is not decoded" in capsys.readouterr().err
     assert main(["rebuild", "--pipeline", str(cfg.source_file), "--tables", "s.a,x.y"]) == 2
     assert "table x.y is not in pipeline t" in capsys.readouterr().err
+
+
+def test_rollback_restores_the_tables_and_the_state_of_an_hour(spark, tmp_path, capsys) -> None:
+    cfg = pipeline(tmp_path / "p", TABLES)
+    _hours(cfg)
+    for i in range(3):
+        merge_hour(spark, cfg, hour(i), buckets=4)
+    after_1 = {t: list(export_rows(cfg, t, hour=format_hour(hour(1)))) for t in TABLES}
+    after_2 = {t: _rows(cfg, t) for t in TABLES}
+    assert all(len(after_1[t]) == 6 and len(after_2[t]) == 9 for t in TABLES)
+    undone = load_table(cfg, "s.a").current_snapshot().snapshot_id
+    assert main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", "2026-01-01T01"]) == 0
+    assert (
+        "hours 2026-01-01T02 .. 2026-01-01T02 are no longer in the tables"
+        in capsys.readouterr().out
+    )
+    assert {t: _rows(cfg, t) for t in TABLES} == after_1
+    assert load_manifest(cfg)["hours"] == [format_hour(hour(0)), format_hour(hour(1))]
+    # the undone version stays readable, and the rollback is a commit of its own
+    assert list(export_rows(cfg, "s.a", snapshot_id=undone)) == after_2["s.a"]
+    props = load_table(cfg, "s.a").current_snapshot().summary.additional_properties
+    assert props["recon.rollback-of"] == str(undone)
+    # the state went back too: hour 2 applies again in full (not "already applied")
+    again = merge_hour(spark, cfg, hour(2), buckets=4)["tables"]["s.a"]
+    assert (again["applied"], again["skipped"]["already_applied"]) == (3, 0)
+    assert {t: _rows(cfg, t) for t in TABLES} == after_2
+    # an hour with no saved state: one line pointing at rebuild
+    assert main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", "2025-12-31T23"]) == 2
+    assert "recon rebuild --to 2025-12-31T23" in capsys.readouterr().err

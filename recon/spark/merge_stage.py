@@ -59,8 +59,8 @@ def load_manifest(cfg: PipelineConfig) -> dict[str, Any]:
     return {"version": 0, "hours": [], "snapshot": None, "tables": {}}
 
 
-def _write_manifest(cfg: PipelineConfig, man: dict[str, Any]) -> None:
-    p = merge_base(cfg) / "manifest.json"
+def _write_manifest(cfg: PipelineConfig, man: dict[str, Any], name: str = "manifest.json") -> None:
+    p = merge_base(cfg) / name
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".manifest.{uuid.uuid4().hex}.tmp")
     tmp.write_text(json.dumps(man, indent=1, sort_keys=True))
@@ -666,6 +666,7 @@ def merge_hour(
     new_man["snapshot"] = snapshot_info
     new_man["last_run"] = {"run_id": run_id, "hour": H}
     _write_manifest(cfg, new_man)
+    _write_manifest(cfg, new_man, f"manifests/hour={H}.json")  # for `recon rollback`
     for d in (events, contrib, live):
         d.unpersist()
     out = paths.base / "merge" / "hours" / f"hour={H}.json"
@@ -723,6 +724,37 @@ def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> dict[st
         new["hours"], new["snapshot"] = [], None
     new["version"] = int(man.get("version", 0)) + 1
     new["reset"] = {"tables": names, "version_before": man.get("version", 0)}
+    _write_manifest(cfg, new)
+    return new
+
+
+def rollback_state(cfg: PipelineConfig, hour: datetime) -> dict[str, Any]:
+    """Make the merge state what it was after `hour` was last merged (its saved manifest; the
+    bucket folders it names are never rewritten). Later hours leave the state: merging them
+    again brings them back. Atomic like a merge."""
+    H = format_hour(hour)
+    saved = merge_base(cfg) / "manifests" / f"hour={H}.json"
+    if not saved.is_file():
+        raise ReconError(
+            f"no saved merge state for hour {H} of pipeline {cfg.name} (not merged, or merged "
+            f"before states were kept per hour); `recon rebuild --to {H}` gives the same tables"
+        )
+    old = json.loads(saved.read_text())
+    base = merge_base(cfg)
+    for t in old["tables"].values():
+        for f in t["files"].values():
+            if not (base / f["path"]).is_dir():
+                raise ReconError(
+                    f"the merge state of hour {H} lost {base / f['path']}; "
+                    f"`recon rebuild --to {H}` gives the same tables"
+                )
+    cur = load_manifest(cfg)
+    new = {
+        **old,
+        "version": int(cur.get("version", 0)) + 1,
+        "hours": [h for h in old.get("hours", []) if h <= H],
+        "rolled_back": {"to_hour": H, "version_before": cur.get("version", 0)},
+    }
     _write_manifest(cfg, new)
     return new
 
