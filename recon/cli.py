@@ -73,6 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline(p)
     p.add_argument("--to-hour", required=True, metavar="HOUR", help="YYYY-MM-DDTHH (UTC)")
 
+    p = sub.add_parser(
+        "expire",
+        help="keep the last N hours of versions and merge states, delete older files",
+    )
+    _add_pipeline(p)
+    p.add_argument(
+        "--keep-hours", type=int, default=168, help="hours of history to keep (default 168)"
+    )
+
     p = sub.add_parser("export", help="write one published table as JSON Lines (sorted by key)")
     _add_pipeline(p)
     p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
@@ -199,6 +208,22 @@ def _dispatch(args: argparse.Namespace) -> int:
                 spark, cfg, hour, args.run_id, buckets=cfg.buckets, tables=_tables(args.tables)
             )
         )
+        return 0
+    if args.command == "expire":
+        from recon.config import load_config
+        from recon.expire import expire
+
+        res = expire(load_config(args.pipeline), args.keep_hours)
+        st = res["state"]
+        print(
+            f"kept hours from {res['cutoff']} on; merge state: {st['saved_states_dropped']} saved "
+            f"hour states dropped, {st['folders_removed']} folders removed ({st['bytes']} bytes)"
+        )
+        for name, t in res["tables"].items():
+            print(
+                f"  {name}: {t['snapshots_expired']} versions expired, "
+                f"{t['folders_removed']} folders removed ({t['bytes']} bytes)"
+            )
         return 0
     if args.command == "rollback":
         from recon.runner import rollback
