@@ -235,7 +235,7 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
         )
         audit = SparkSubmitOperator(
             task_id="audit",
-            application_args=["audit", *args_tpl[:6]],
+            application_args=["audit", *args_tpl],
             trigger_rule="none_failed",  # runs after a skipped decode/merge (audit_only)
             retries=0,  # a failing verdict is an answer, not a transient error
             **common,
@@ -273,7 +273,20 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
 
         gate >> wait >> decode >> merge >> audit
         rng >> audit
-        audit >> announce(rng)
+        announced = announce(rng)
+        audit >> announced
+        if cfg.retention_hours:
+
+            @task
+            def expire() -> dict[str, object]:
+                """Keep `retention_hours` of versions and merge states; free older files.
+                (Retried: during a backfill it can meet a later hour's publish commit.)"""
+                from recon.config import load_config
+                from recon.expire import expire as expire_pipeline
+
+                return expire_pipeline(load_config(pipeline_file), cfg.retention_hours or 0)
+
+            announced >> expire()
     return dag
 
 

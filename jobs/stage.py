@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0
     for h in hours:
         cmd = [args.stage, "--pipeline", args.pipeline, "--hour", format_hour(h)]
-        if args.run_id and args.stage != "audit":
+        if args.run_id:
             cmd += ["--run-id", f"{args.run_id}_{format_hour(h)}"]  # one id per hour
         if args.allow_incomplete and args.stage == "decode":
             cmd.append("--allow-incomplete")

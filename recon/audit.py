@@ -570,9 +570,16 @@ def append_audit_table(cfg: PipelineConfig, report: dict[str, Any]) -> None:
 
 
 def audit_hour(
-    spark: SparkSession | None, cfg: PipelineConfig, hour: datetime, run_id: str | None = None
+    spark: SparkSession | None,
+    cfg: PipelineConfig,
+    hour: datetime,
+    run_id: str | None = None,
+    audited_by: str | None = None,
 ) -> dict[str, Any]:
+    """Build, validate and write the hour's report; `audited_by`: the run that (re)wrote it,
+    when it is not the run that merged the hour (an audit_only DAG run)."""
     report = build_report(spark, cfg, hour, run_id)
+    report["audited_by"] = audited_by or report["run_id"]
     if SCHEMA_FILE.is_file():
         import jsonschema
 

@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="(re)write the audit report of a merged hour")
     _add_pipeline(p)
     p.add_argument("--hour", required=True, metavar="YYYY-MM-DDTHH")
+    p.add_argument("--run-id", default=None, help="the run rewriting the report (recorded)")
 
     p = sub.add_parser("report", help="print the audit summary of an hour (exit 1 on fail)")
     _add_pipeline(p)
@@ -186,7 +187,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "audit":
             from recon.spark.session import get_spark
 
-            report = audit_hour(get_spark(f"recon-audit-{cfg.name}"), cfg, hour)
+            report = audit_hour(
+                get_spark(f"recon-audit-{cfg.name}"), cfg, hour, audited_by=args.run_id
+            )
         else:
             report = load_report(cfg, hour)
         for line in summary_lines(report):

@@ -47,6 +47,7 @@ _TOP_KEYS = {
     "description",
     "catalog",
     "buckets",
+    "retention_hours",
 }
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
@@ -100,6 +101,7 @@ class PipelineConfig:
     source_file: Path | None = None
     catalog: dict[str, str] = field(default_factory=dict)  # pyiceberg catalog properties
     buckets: int = 16  # key-hash buckets of a new table's state (fixed once the table exists)
+    retention_hours: int | None = None  # the DAG expires older versions/state (recon expire)
 
     @property
     def dag_id(self) -> str:
@@ -265,9 +267,17 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
     buckets = data.get("buckets", 16)
     if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 4096:
         raise _fail(path, "buckets", "must be a whole number from 1 to 4096 (default 16)")
+    retention = data.get("retention_hours")
+    if retention is not None and (
+        not isinstance(retention, int) or isinstance(retention, bool) or retention < 1
+    ):
+        raise _fail(
+            path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
+        )
     return PipelineConfig(
         catalog={k: str(v) for k, v in catalog.items()},
         buckets=buckets,
+        retention_hours=retention,
         name=name,
         format=fmt,
         raw_path=_path(path, "raw_path", data["raw_path"]),

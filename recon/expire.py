@@ -102,7 +102,17 @@ def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
         and (current is None or s.snapshot_id != current.snapshot_id)
     ]
     if old:
-        table.maintenance.expire_snapshots().by_ids(old).commit()
+        from pyiceberg.exceptions import CommitFailedException
+
+        for attempt in range(3):  # a publish may commit in between: reload and try again
+            try:
+                table.maintenance.expire_snapshots().by_ids(old).commit()
+                break
+            except CommitFailedException:
+                if attempt == 2:
+                    raise
+                table = load_table(cfg, name)
+                old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id in set(old)]
         table = load_table(cfg, name)
     live = {
         str(_local(t.file.file_path))

@@ -162,12 +162,16 @@ def _report_body(cfg: PipelineConfig, hour: str) -> str:
 
 def run_page(cfg: PipelineConfig, run_id: str) -> str:
     prefix = run_prefix(run_id)
-    reps = [r for r in hour_reports(cfg) if str(r.get("run_id") or "").startswith(prefix)]
+    reps = [
+        r
+        for r in hour_reports(cfg)
+        if any(str(r.get(k) or "").startswith(prefix) for k in ("run_id", "audited_by"))
+    ]
     body = [f"<h1>{cfg.dag_id}: run {html.escape(run_id)}</h1>"]
     if not reps:
         body.append(
-            "<p>No audit report was written by this run (it may still be running, have failed "
-            "before the audit, or only re-audited hours merged by another run). "
+            "<p>No audit report was written by this run (it may still be running, or have "
+            "failed before the audit; a later run may have rewritten its reports). "
             f"<a href='../../{cfg.dag_id}'>All hours of this pipeline</a>.</p>"
         )
         return _page(run_id, body)

@@ -18,8 +18,10 @@ def write_canal_dump(raw: Path, topic: str, start: datetime, hours: int, seed: i
     write_dump(raw, topic, recs, "jsonl", [start + timedelta(hours=i) for i in range(hours)])
 
 
-def write_canal_pipeline(folder: Path, name: str, raw: Path, wh: Path, start: datetime) -> Path:
-    """`<folder>/<name>.yaml`, topic `<name>`, table shop.orders."""
+def write_canal_pipeline(
+    folder: Path, name: str, raw: Path, wh: Path, start: datetime, **extra: object
+) -> Path:
+    """`<folder>/<name>.yaml`, topic `<name>`, table shop.orders (plus `extra` keys)."""
     folder.mkdir(parents=True, exist_ok=True)
     p = folder / f"{name}.yaml"
     doc = {
@@ -31,6 +33,7 @@ def write_canal_pipeline(folder: Path, name: str, raw: Path, wh: Path, start: da
         "start": start.isoformat(),
         "tables": {"shop.orders": {}},
         "buckets": 4,
+        **extra,
     }
     p.write_text(yaml.safe_dump(doc))
     return p

@@ -19,7 +19,8 @@ import pytest
 
 from recon.cli import main
 from recon.config import load_config
-from recon.publish import export_rows
+from recon.publish import export_rows, load_table
+from recon.ui import run_prefix
 from tests.airflow_services import PASSWORD, USER, AirflowServices
 from tests.browser import Browser
 from tests.canal_pipeline import write_canal_dump, write_canal_pipeline
@@ -38,7 +39,9 @@ def _h(h: datetime) -> str:
 def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AirflowServices, Path]]:
     tmp = tmp_path_factory.mktemp("airflow-services")
     write_canal_dump(tmp / "raw", "bf", START, 3, seed=5)
-    write_canal_pipeline(tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START)
+    write_canal_pipeline(
+        tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START, retention_hours=2
+    )
     af = AirflowServices(tmp / "airflow", tmp / "pipelines").start()
     try:
         af.wait(lambda: af._get(f"/api/v2/dags/{DAG}"), 180, f"{DAG} parsed")
@@ -81,6 +84,15 @@ def test_backfill_of_three_hours_equals_recon_run(backfilled: tuple[AirflowServi
         assert a["verdict"] == b["verdict"]
         assert a["tables"]["shop.orders"]["checksum"] == b["tables"]["shop.orders"]["checksum"]
         assert a["input"] == b["input"] and a["identity"]["balanced"]
+    # retention_hours 2: each run's expire task kept the last two hours' versions, freed hour 0's
+    versions = load_table(load_config(tmp / "pipelines" / "bf.yaml"), "shop.orders").snapshots()
+    assert {v.summary.additional_properties["recon.hour"] for v in versions} == {
+        _h(HOURS[1]),
+        _h(HOURS[2]),
+    }
+    for x in runs:
+        tis = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{x['dag_run_id']}/taskInstances")
+        assert {t["task_id"]: t["state"] for t in tis["task_instances"]}["expire"] == "success"
 
 
 def _login(b: Browser, url: str) -> None:
@@ -197,7 +209,11 @@ def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
     states = {t["task_id"]: t["state"] for t in tis}
     assert states["decode"] == states["merge_publish"] == "skipped"
     assert states["audit"] == states["announce"] == "success"
-    assert json.loads(report.read_text())["generated_at"] >= written
+    rewritten = json.loads(report.read_text())
+    assert rewritten["generated_at"] >= written
+    # the report says which run rewrote it, so that run's tab in the UI shows it
+    assert rewritten["audited_by"] == run_prefix(run["dag_run_id"]) + _h(HOURS[2])
+    assert rewritten["run_id"] != rewritten["audited_by"]  # the merge was another run's
     xcom = af.api(
         "GET",
         f"{runs_url}/{run['dag_run_id']}/taskInstances/hours/xcomEntries/return_value"

@@ -70,6 +70,10 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
             ("{primary_key: [id]}", "{primary_key: [id], from: [shop_1]}"),
             "`tables.shop.events.from`: 'shop_1' is not db.table (with * or ? as wildcards)",
         ),
+        (
+            ("snapshot: {path: snap}", "snapshot: {path: snap}\nretention_hours: 0"),
+            "`retention_hours`: must be a whole number of hours >= 1",
+        ),
     ],
 )
 def test_bad_configs_give_one_line_with_key_and_fix(

@@ -92,6 +92,17 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["spark_conf"]["spark.pyspark.python"] == sys.executable
 
 
+def test_retention_adds_an_expire_task_after_announce(tmp_path: Path) -> None:
+    pipelines = tmp_path / "pipelines"
+    shutil.copytree(ROOT / "pipelines", pipelines)
+    p = pipelines / "demo_canal_pb.yaml"
+    p.write_text(p.read_text() + "retention_hours: 168\n")
+    got = _bag(tmp_path, pipelines)
+    assert got["dags"]["recon_demo_canal_pb"]["tasks"]["announce"] == ["expire"]
+    assert got["dags"]["recon_demo_canal_pb"]["retries"]["expire"] == 2
+    assert "expire" not in got["dags"]["recon_demo_canal_json"]["tasks"]
+
+
 def test_extra_spark_conf_reaches_every_stage_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
     conf = '{"spark.archives": "hdfs:///envs/recon.tar.gz#env"}'
     got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF=conf)

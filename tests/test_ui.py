@@ -20,10 +20,11 @@ from recon.ui import (
 from tests.merge_util import pipeline
 
 
-def _report(root: Path, hour: str, verdict: str, run_id: str) -> None:
+def _report(root: Path, hour: str, verdict: str, run_id: str, audited_by: str = "") -> None:
     d = root / hour
     d.mkdir(parents=True)
     rep = {"hour": hour, "verdict": verdict, "run_id": run_id, "findings": [], "tables": {}}
+    rep["audited_by"] = audited_by or run_id
     (d / "report.json").write_text(json.dumps(rep))
     (d / "report.html").write_text(
         f"<!doctype html><html><head><style>h1{{}}</style></head><body><h1 id=verdict>"
@@ -45,6 +46,9 @@ def test_pages_list_hours_and_a_run_shows_only_its_hours(tmp_path: Path) -> None
     run = run_page(cfg, run_a)
     assert "hour 2026-01-01T00" in run and "hour 2026-01-01T01" not in run
     assert "No audit report" in run_page(cfg, "manual__nothing")
+    # an audit-only run that rewrote a report merged by another run shows it too
+    _report(root, "2026-01-01T02", "warn", "sched_2026-01-01T02", "manual__audit_2026-01-01T02")
+    assert "hour 2026-01-01T02" in run_page(cfg, "manual__audit")
 
 
 def test_safe_path_refuses_everything_outside_the_root(tmp_path: Path) -> None:
