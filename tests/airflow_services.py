@@ -5,8 +5,11 @@ the port and the password under the test's control."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -61,7 +64,12 @@ class AirflowServices:
         ):
             log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
             self.procs.append(
-                (name, subprocess.Popen([exe, *args], env=self.env, stdout=log, stderr=log))
+                (
+                    name,
+                    subprocess.Popen(  # own process group: stop() ends its children too
+                        [exe, *args], env=self.env, stdout=log, stderr=log, start_new_session=True
+                    ),
+                )
             )
         self.wait(lambda: self._get("/api/v2/monitor/health", auth=False) is not None, 180)
         return self
@@ -125,10 +133,14 @@ class AirflowServices:
         )
 
     def stop(self) -> None:
+        """End each service and what it started (executor workers, the log server)."""
         for _, p in self.procs:
-            p.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
         for _, p in self.procs:
             try:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # stragglers of the group
