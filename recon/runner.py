@@ -104,9 +104,8 @@ def rollback(pipeline: str, to_hour: str, quiet: bool = False) -> dict[str, Any]
     cfg = load_config(pipeline)
     H = format_hour(parse_hour(to_hour, "--to-hour"))
     later = [h for h in load_manifest(cfg).get("hours", []) if h > H]
-    man = rollback_state(cfg, parse_hour(H))
-    published = set(man["tables"]) | {t for t in cfg.tables if _is_published(cfg, t)}
-    restored = [restore_version(cfg, t, H) for t in cfg.tables if t in published]
+    rollback_state(cfg, parse_hour(H))
+    restored = [restore_version(cfg, t, H) for t in cfg.tables if _is_published(cfg, t)]
     if not quiet:
         for r in restored:
             what = "restored" if r["committed"] else "already current"
