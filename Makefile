@@ -20,7 +20,7 @@ test: setup lint
 
 # Airflow with a scheduler and the UI (http://localhost:8080) on this machine.
 airflow: setup
-	$(VENV)/bin/python -m recon.airflow_local
+	$(VENV)/bin/python -m recon.demo.airflow_local
 
 lint:
 	$(VENV)/bin/ruff check recon jobs dags plugins tests scripts benchmarks

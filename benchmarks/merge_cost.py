@@ -25,11 +25,11 @@ import pyarrow.parquet as pq
 import yaml
 
 from recon.config import load_config
+from recon.core.model import EVENT_SCHEMA
+from recon.core.order import kafka_tail, u64
+from recon.decode.stage import StatePaths
 from recon.hours import format_hour
-from recon.model import EVENT_SCHEMA
-from recon.order import kafka_tail, u64
-from recon.spark.decode_stage import StatePaths
-from recon.spark.merge_stage import load_manifest, merge_hour
+from recon.merge.stage import load_manifest, merge_hour
 from recon.spark.session import get_spark
 
 H0 = datetime(2026, 1, 1, tzinfo=UTC)

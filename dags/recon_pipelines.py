@@ -246,7 +246,7 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
             """Asset events for the published tables, with the audit's verdict and counts."""
             import json
 
-            from recon.audit import audit_dir
+            from recon.audit.report import audit_dir
             from recon.config import load_config
             from recon.hours import parse_hour
 
@@ -282,7 +282,7 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
                 """Keep `retention_hours` of versions and merge states; free older files.
                 (Retried: during a backfill it can meet a later hour's publish commit.)"""
                 from recon.config import load_config
-                from recon.expire import expire as expire_pipeline
+                from recon.ops.expire import expire as expire_pipeline
 
                 return expire_pipeline(load_config(pipeline_file), cfg.retention_hours or 0)
 

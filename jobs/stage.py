@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tables = [t for t in args.tables.split(",") if t] or None
     if args.stage == "merge" and args.rebuild == "true":
-        from recon.runner import rebuild
+        from recon.ops.run import rebuild
 
         try:  # every decoded hour, the run's own and any later ones: the tables stay current
             done = {r["hour"] for r in rebuild(args.pipeline, None, tables, args.run_id)}

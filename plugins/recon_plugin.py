@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from recon.ui import create_app
+from recon.airflow.ui import create_app
 
 
 class ReconPlugin(AirflowPlugin):

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from recon.core.sqlddl import TableDef, parse_create_table
 from recon.errors import ConfigError
 from recon.formats import FORMATS
-from recon.sqlddl import TableDef, parse_create_table
 
 FINDINGS = (
     "offset_gap",

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from recon.airflow_local import airflow_env, migrate
+from recon.demo.airflow_local import airflow_env, migrate
 
 USER, PASSWORD = "admin", "recon-test-" + secrets.token_hex(4)
 

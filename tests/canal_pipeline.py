@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from recon import sample
-from recon.demo import write_dump
+from recon.demo import sample
+from recon.demo.demo import write_dump
 
 
 def write_canal_dump(raw: Path, topic: str, start: datetime, hours: int, seed: int) -> None:

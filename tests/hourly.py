@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from recon.decoders import DecodeContext
-from recon.model import RawRecord
-from recon.stream import decode_records
+from recon.core.model import RawRecord
+from recon.decode.base import DecodeContext
+from recon.decode.stream import decode_records
 
 
 def decode_by_hours(

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from recon.demo.sample import tencent_envelopes
 
-from recon.sample import tencent_envelopes
-from recon.values import mysql_logical_type
+from recon.core.values import mysql_logical_type
 
 SERVER_ID = 1
 

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import yaml
 
 from recon.config import PipelineConfig, load_config
+from recon.core.model import EVENT_SCHEMA
+from recon.core.order import kafka_tail, u64
+from recon.decode.stage import StatePaths
 from recon.hours import format_hour
-from recon.model import EVENT_SCHEMA
-from recon.order import kafka_tail, u64
-from recon.spark.decode_stage import StatePaths
 
 
 def pipeline(tmp: Path, tables: dict[str, Any], **extra: Any) -> PipelineConfig:
@@ -90,7 +90,7 @@ def write_hour(cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]]
 
 def state_tables(spark: Any, cfg: PipelineConfig) -> dict[str, list[tuple[Any, ...]]]:
     """Live rows per table from the merge state (sorted; rows as sorted (column, text) items)."""
-    from recon.spark.merge_stage import STATE_DDL, live_rows, load_manifest, merge_base
+    from recon.merge.stage import STATE_DDL, live_rows, load_manifest, merge_base
 
     man = load_manifest(cfg)
     base = merge_base(cfg)

@@ -9,10 +9,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recon.airflow_local import airflow_env, dags_test, migrate
 from recon.cli import main
 from recon.config import load_config
-from recon.publish import export_rows
+from recon.demo.airflow_local import airflow_env, dags_test, migrate
+from recon.publish.iceberg import export_rows
 from tests.canal_pipeline import write_canal_dump, write_canal_pipeline
 
 START = datetime(2026, 6, 1, 0, tzinfo=UTC)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from recon.airflow.ui import run_prefix
 from recon.cli import main
 from recon.config import load_config
-from recon.publish import export_rows, load_table
-from recon.ui import run_prefix
+from recon.publish.iceberg import export_rows, load_table
 from tests.airflow_services import PASSWORD, USER, AirflowServices
 from tests.browser import Browser
 from tests.canal_pipeline import write_canal_dump, write_canal_pipeline

@@ -12,11 +12,11 @@ import jsonschema
 import pytest
 import yaml
 
-from recon import sample
-from recon.audit import SCHEMA_FILE
+from recon.audit.report import SCHEMA_FILE
 from recon.cli import main
-from recon.demo import write_dump
-from recon.model import RawRecord
+from recon.core.model import RawRecord
+from recon.demo import sample
+from recon.demo.demo import write_dump
 
 START = datetime(2026, 5, 1, 0, tzinfo=UTC)
 H0, H1, H2 = (START + timedelta(hours=i) for i in range(3))
@@ -97,7 +97,7 @@ def test_a_clean_run_balances_and_passes(spark, tmp_path: Path, capsys) -> None:
     # the audit table has one row per hour, and re-running an hour replaces its row
     assert main(["audit", "--pipeline", str(cfg), "--hour", _h(H1)]) == 0
     from recon.config import load_config
-    from recon.publish import get_catalog
+    from recon.publish.iceberg import get_catalog
 
     rows = get_catalog(load_config(cfg)).load_table(("aud", "recon_audit", "hours")).scan()
     got = sorted((r["hour"], r["verdict"]) for r in rows.to_arrow().to_pylist())

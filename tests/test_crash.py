@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from recon.faults import POINTS
-from recon.publish import export_rows, load_table
-from recon.spark.merge_stage import load_manifest, merge_hour
+from recon.merge.stage import load_manifest, merge_hour
+from recon.publish.iceberg import export_rows, load_table
 from tests.merge_util import event, pipeline, write_hour
 from tests.test_merge import H0, T, hour
 

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from recon import sample
 from recon.config import load_config
-from recon.demo import _straddle_last_envelope, write_dump
-from recon.model import RawRecord
-from recon.spark.decode_stage import StatePaths, decode_hour
+from recon.core.model import RawRecord
+from recon.decode.stage import StatePaths, decode_hour
+from recon.demo import sample
+from recon.demo.demo import _straddle_last_envelope, write_dump
 from tests.hourly import event_key
 
 H0 = datetime(2026, 11, 20, 0, tzinfo=UTC)
@@ -57,8 +57,8 @@ def _events(wh: Path, name: str) -> list[dict]:
 
 def _reference(fmt: str) -> list[dict]:
     from recon.config import TableConfig
-    from recon.decoders import DecodeContext
-    from recon.stream import decode_records
+    from recon.decode.base import DecodeContext
+    from recon.decode.stream import decode_records
 
     ctx = DecodeContext(
         tables={"shop.orders": TableConfig("shop.orders", ddl=sample.CREATE_SQL).table_def()}

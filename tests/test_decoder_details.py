@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from recon.demo.reference_fold import fold, table_rows
 
 from recon._proto import tencent_subscribe_pb2 as pb
-from recon.decoders import DecodeContext
+from recon.core.model import RawRecord
+from recon.core.sqlddl import TableDef, apply_alter_table, parse_create_table, parse_sql_literal
+from recon.decode.base import DecodeContext
+from recon.decode.stream import decode_records
 from recon.errors import DecodeError
-from recon.fold import fold, table_rows
-from recon.model import RawRecord
-from recon.sqlddl import TableDef, apply_alter_table, parse_create_table, parse_sql_literal
-from recon.stream import decode_records
 
 
 def _run(values: list[bytes | None], fmt: str, ctx: DecodeContext | None = None, keys=None) -> dict:
@@ -287,8 +287,8 @@ def test_canal_flat_update_before_is_data_overlaid_with_old_and_binary_is_latin1
 def test_a_quarantined_record_is_never_also_carried() -> None:
     # an open transaction at the end of the hour whose DML cannot be decoded (TDSQL without
     # column names): the bad records are quarantined once, and only the rest is carried
-    from recon import sample
-    from recon.demo import DEMO_START
+    from recon.demo import sample
+    from recon.demo.demo import DEMO_START
 
     txns = sample.workload(DEMO_START, 1, txns_per_hour=4, seed=5)
     recs = sample.to_records(sample.encode_tdsql(txns), "t")

@@ -34,8 +34,8 @@ def test_map_in_arrow_runs_in_process(spark) -> None:
 
 
 def test_spark_submit_runs_the_decode_job(tmp_path: Path) -> None:
-    from recon import sample
-    from recon.demo import write_dump
+    from recon.demo import sample
+    from recon.demo.demo import write_dump
 
     h0 = datetime(2026, 11, 20, tzinfo=UTC)
     txns = sample.workload(h0, 1, txns_per_hour=4, seed=2)

@@ -9,8 +9,8 @@ from typing import Any
 
 from recon.cli import main
 from recon.hours import format_hour, parse_hour
-from recon.publish import _local, export_rows, load_table
-from recon.spark.merge_stage import load_manifest, merge_base, merge_hour
+from recon.merge.stage import load_manifest, merge_base, merge_hour
+from recon.publish.iceberg import _local, export_rows, load_table
 from tests.merge_util import event, pipeline, write_hour
 
 H0 = parse_hour("2026-01-01T00")

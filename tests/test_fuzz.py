@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recon import sample
 from recon.config import TableConfig
-from recon.decoders import FORMATS, DecodeContext
-from recon.model import RawRecord
-from recon.stream import decode_records
+from recon.core.model import RawRecord
+from recon.decode.base import DecodeContext
+from recon.decode.stream import decode_records
+from recon.demo import sample
+from recon.formats import FORMATS
 
 TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=3, seed=5)
 CTX = DecodeContext(

@@ -25,9 +25,9 @@ import pytest
 import yaml
 
 from recon.cli import main
-from recon.demo import write_dump
-from recon.model import RawRecord
-from recon.publish import render_value
+from recon.core.model import RawRecord
+from recon.demo.demo import write_dump
+from recon.publish.iceberg import render_value
 from tests import mariadb_source as mdb
 
 START = datetime(2026, 3, 1, 0, tzinfo=UTC)

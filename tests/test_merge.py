@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from recon.demo.reference_fold import fold
 
-from recon.fold import fold
+from recon.core.watermark import load_watermark
 from recon.hours import parse_hour
-from recon.publish import export_rows, load_table
-from recon.spark.merge_stage import load_manifest, merge_hour
-from recon.watermark import load_watermark
+from recon.merge.stage import load_manifest, merge_hour
+from recon.publish.iceberg import export_rows, load_table
 from tests.merge_util import event, pipeline, state_tables, write_hour
 
 H0 = parse_hour("2026-01-01T00")

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recon import sample
 from recon.config import TableConfig
-from recon.decoders import FORMATS, DecodeContext
-from recon.model import RawRecord
+from recon.core.model import RawRecord
+from recon.decode.base import DecodeContext
+from recon.demo import sample
+from recon.formats import FORMATS
 from tests.hourly import decode_by_hours, event_key
 
 TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=10, seed=3)

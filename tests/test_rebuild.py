@@ -16,14 +16,14 @@ import pytest
 import yaml
 
 from jobs.stage import main as stage_main
-from recon.audit import audit_hour
+from recon.audit.report import audit_hour
 from recon.cli import main
 from recon.config import PipelineConfig, load_config
+from recon.decode.stage import StatePaths
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
-from recon.publish import export_rows, load_table
-from recon.spark.decode_stage import StatePaths
-from recon.spark.merge_stage import load_manifest, merge_hour
+from recon.merge.stage import load_manifest, merge_hour
+from recon.publish.iceberg import export_rows, load_table
 from tests.merge_util import event, pipeline, write_hour
 
 H0 = parse_hour("2026-01-01T00")

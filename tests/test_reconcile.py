@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from recon.cli import main
-from recon.demo import write_dump
-from recon.model import RawRecord
+from recon.core.model import RawRecord
+from recon.demo.demo import write_dump
 from tests import mariadb_source as mdb
 from tests.test_mariadb_e2e import CREATE_LOG, CREATE_ORDERS, START, _snapshot, _workload
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from recon.airflow_local import airflow_env, dags_test, migrate
 from recon.cli import main
 from recon.config import load_config
-from recon.publish import export_rows
+from recon.demo.airflow_local import airflow_env, dags_test, migrate
+from recon.publish.iceberg import export_rows
 from tests.airflow_services import free_port
 from tests.canal_pipeline import write_canal_dump, write_canal_pipeline
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from recon.ui import (
+from recon.airflow.ui import (
     PathRefused,
     dag_page,
     hour_reports,

@@ -1,7 +1,7 @@
 """Real messages from other projects' test suites (../shared/cdc-vectors): these bytes become
 these rows. Each file is decoded, folded with the reference merge rules, and compared with the
 expected table state after the normalisation below (expected files keep each source's own value
-encoding; ours is the canonical text of recon.values)."""
+encoding; ours is the canonical text of recon.core.values)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from recon.demo.reference_fold import fold, table_rows
 
-from recon.decoders import DecodeContext
-from recon.fold import fold, table_rows
-from recon.model import RawRecord
-from recon.stream import decode_records
+from recon.core.model import RawRecord
+from recon.decode.base import DecodeContext
+from recon.decode.stream import decode_records
 from tests.conftest import VECTORS
 
 INDEX = json.loads((VECTORS / "index.json").read_text()) if VECTORS.is_dir() else []

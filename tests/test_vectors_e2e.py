@@ -106,7 +106,7 @@ def _num(v: Any, lt: str = "") -> Any:
 
 
 def _canonical(v: Any) -> Any:
-    """An exported JSON value back to canonical text (recon.values) for comparison."""
+    """An exported JSON value back to canonical text (recon.core.values) for comparison."""
     if v is None or isinstance(v, str):
         return v
     if isinstance(v, bool):

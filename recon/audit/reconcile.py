@@ -1,0 +1,362 @@
+"""`recon reconcile`: compare a published table with its source, row for row, cheaply.
+
+The source is (a) an out-of-band snapshot taken later (`<path>/<db>.<table>/` + `_watermark.json`)
+or (b) the live database over JDBC (MariaDB/MySQL through Debian's `libmariadb-java`, or any
+driver on the session's class path), read at its current point (`@@gtid_binlog_pos` /
+`@@gtid_executed` when the server tells it).
+
+Both sides are rendered to the same canonical text per column, hashed per row, and summed per
+key-hash bucket (one scan of each side). Only buckets whose (count, checksum) differ are compared
+row by row: rows missing from the table, extra in it, and different, with samples. Keys that the
+stream changes after the compared table version (events in later decoded hours, or, for a
+snapshot, changes its watermark does not cover) are in flight: reported apart, not mismatches.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recon.config import PipelineConfig
+from recon.errors import ReconError
+from recon.hours import format_hour, parse_hour
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+SAMPLES = 5
+_NUMERIC_LOGICAL = ("int", "uint", "decimal", "float", "year")
+
+
+def _text(name: str, dtype: Any, logical: str) -> Column:
+    """One column as canonical text (the same for a published value and a source value)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    c = F.col("`" + name.replace("`", "``") + "`")
+    if isinstance(dtype, T.BinaryType):
+        return F.base64(c)
+    if isinstance(dtype, T.BooleanType):
+        return F.when(c, F.lit("1")).when(~c, F.lit("0"))
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        s = F.date_format(c, "yyyy-MM-dd HH:mm:ss.SSSSSS")
+        return F.regexp_replace(s, r"\.?0+$", "")
+    if isinstance(dtype, T.StringType) and logical in ("datetime", "timestamp"):
+        s = F.regexp_replace(F.regexp_replace(c, "T", " "), "Z$", "")
+        return F.regexp_replace(s, r"\.?0+$", "")
+    s = c.cast("string")
+    numeric = isinstance(dtype, T.NumericType) or logical.startswith(_NUMERIC_LOGICAL)
+    if numeric:  # 1.50 and 1.5 are one number; so are 7 and 7.00
+        s = F.when(
+            s.contains("."), F.regexp_replace(F.regexp_replace(s, "0+$", ""), r"\.$", "")
+        ).otherwise(s)
+    return s
+
+
+def _canonical(df: DataFrame, cols: list[str], pk: list[str], logical: dict[str, str]) -> DataFrame:
+    """(key, h, row) per row: key text, row hash, and the row as a text map for samples."""
+    from pyspark.sql import functions as F
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    missing = [c for c in cols if c not in types]
+    if missing:
+        raise ReconError(
+            f"the source has no column(s) {', '.join(missing)} of the published table; compare "
+            "a source of the same table"
+        )
+    texts = {c: _text(c, types[c], logical.get(c, "")) for c in cols}
+    row = F.create_map(*[x for c in cols for x in (F.lit(c), texts[c])])
+    joined = F.concat_ws("\x1f", *[F.coalesce(texts[c], F.lit("\x00NULL")) for c in cols])
+    key = (
+        F.to_json(F.array(*[texts[c] for c in pk]))
+        if pk
+        else joined  # a keyless table: the row is its own key, copies counted
+    )
+    return df.select(key.alias("key"), F.xxhash64(joined).alias("h"), row.alias("row"))
+
+
+def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | None) -> dict:
+    from recon.publish.iceberg import load_table, snapshot_for_hour
+
+    table = load_table(cfg, name)
+    snap_id = snapshot_for_hour(table, hour) if hour else None
+    snap = table.snapshot_by_id(snap_id) if snap_id is not None else table.current_snapshot()
+    if snap is None:
+        raise ReconError(f"{name} has no published version yet; run the pipeline first")
+    files = [t.file.file_path for t in table.scan(snapshot_id=snap.snapshot_id).plan_files()]
+    props = table.properties
+    logical = json.loads(props.get("recon.logical-types", "{}"))
+    cols = [f.name for f in table.schema().fields if not f.name.startswith("_cdc_")]
+    pk = json.loads(props.get("recon.primary-key", "[]"))
+    df = (
+        spark.read.option("mergeSchema", "true").parquet(*files)
+        if files
+        else spark.createDataFrame([], "x int")
+    )
+    for c in cols:
+        if c not in df.columns:
+            from pyspark.sql import functions as F
+
+            df = df.withColumn(c, F.lit(None).cast("string"))  # added after these files
+    return {
+        "df": df,
+        "cols": cols,
+        "pk": pk,
+        "logical": logical,
+        "snapshot_id": snap.snapshot_id,
+        "hour": snap.summary.additional_properties.get("recon.hour") if snap.summary else None,
+    }
+
+
+def _source_snapshot(spark: SparkSession, path: Path, name: str) -> tuple[DataFrame, dict]:
+    from recon.core.watermark import load_watermark
+    from recon.merge.stage import read_snapshot_folder
+
+    folder = path / name
+    df = read_snapshot_folder(spark, folder)
+    if df is None:
+        raise ReconError(
+            f"{folder}: no snapshot files for {name}; point --snapshot at the folder "
+            "holding <db>.<table>/ and _watermark.json"
+        )
+    wm = load_watermark(path)
+    return df, {"kind": "snapshot", "path": str(path), "watermark": wm.to_json(), "_wm": wm}
+
+
+def _source_jdbc(
+    spark: SparkSession, url: str, name: str, user: str | None, password: str | None
+) -> tuple[DataFrame, dict]:
+    driver = {
+        "jdbc:mariadb:": "org.mariadb.jdbc.Driver",
+        "jdbc:postgresql:": "org.postgresql.Driver",
+    }
+
+    spark_url = url
+    if url.startswith("jdbc:mariadb:"):
+        # Spark picks its SQL dialect by URL and knows MariaDB only as `jdbc:mysql:` (other
+        # URLs get "double-quoted" column names, which MariaDB reads as strings); the MariaDB
+        # driver accepts that scheme when told so
+        sep = "&" if "?" in url else "?"
+        spark_url = "jdbc:mysql:" + url[len("jdbc:mariadb:") :] + sep + "permitMysqlScheme"
+
+    def reader() -> Any:
+        r = spark.read.format("jdbc").option("url", spark_url)
+        for prefix, cls in driver.items():
+            if url.startswith(prefix):
+                r = r.option("driver", cls)
+        if user is not None:
+            r = r.option("user", user)
+        if password is not None:
+            r = r.option("password", password)
+        return r
+
+    db, tbl = name.split(".", 1)
+    point: dict[str, Any] = {"kind": "jdbc", "url": url.split("?")[0]}
+    try:
+        pos = reader().option("query", "SELECT @@gtid_binlog_pos AS g").load().first()
+        point["gtid_set"] = pos["g"] if pos else None
+    except Exception:  # noqa: BLE001 - MySQL has no such variable; the point stays unknown
+        point["gtid_set"] = None
+    try:
+        df = reader().option("dbtable", f"`{db}`.`{tbl}`").load()
+    except Exception as err:  # noqa: BLE001 - any driver error is the user's to fix
+        first = str(err).strip().splitlines()[0][:300]
+        raise ReconError(f"cannot read {name} over JDBC ({url.split('?')[0]}): {first}") from None
+    return df, point
+
+
+def _in_flight(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    name: str,
+    pk: list[str],
+    after_hour: str | None,
+    wm: Any,
+) -> DataFrame | None:
+    """Keys (as `key` text) the stream changes after the compared version, or that the source's
+    point has not reached: their difference is expected, not a mismatch."""
+    from pyspark.sql import functions as F
+
+    from recon.decode.stage import StatePaths
+
+    paths = StatePaths(cfg.warehouse, cfg.name)
+    root = paths.base / "events"
+    if not root.is_dir() or not pk:
+        return None
+    db, tbl = name.split(".", 1)
+    dirs = sorted(d for d in root.glob("hour=*") if any(d.glob("*.parquet")))
+    if not dirs:
+        return None
+    ev = spark.read.parquet(*[str(d) for d in dirs]).withColumn(
+        "_hour", F.regexp_extract(F.input_file_name(), r"hour=([0-9T-]+)", 1)
+    )
+    ev = ev.where((F.col("db") == db) & (F.col("tbl") == tbl) & (F.col("op") != "ddl"))
+    cond = F.lit(False)
+    if after_hour is not None:
+        cond = cond | (F.col("_hour") > F.lit(after_hour))
+    if wm is not None:
+        cond = cond | ~F.coalesce(F.expr(wm.sql()), F.lit(False))
+    ev = ev.where(cond)
+    keys = []
+    for img in ("before", "after"):
+        keys.append(
+            ev.where(F.col(img).isNotNull()).select(
+                F.to_json(F.array(*[F.col(img)[c] for c in pk])).alias("key")
+            )
+        )
+    return keys[0].unionByName(keys[1]).distinct()
+
+
+def reconcile_table(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    name: str,
+    *,
+    snapshot: Path | None = None,
+    jdbc: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    as_of_hour: str | None = None,
+    buckets: int = 64,
+) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    if name not in cfg.tables:
+        raise ReconError(
+            f"{name} is not a table of pipeline {cfg.name}; use one of {', '.join(cfg.tables)}"
+        )
+    if (snapshot is None) == (jdbc is None):
+        raise ReconError("give exactly one source: --snapshot DIR or --jdbc URL")
+    hour = format_hour(parse_hour(as_of_hour, "--as-of-hour")) if as_of_hour else None
+    pub = _published(spark, cfg, name, hour)
+    if snapshot is not None:
+        src_df, point = _source_snapshot(spark, snapshot, name)
+    else:
+        assert jdbc is not None
+        src_df, point = _source_jdbc(spark, jdbc, name, user, password)
+    wm = point.pop("_wm", None)
+    cols, pk = pub["cols"], pub["pk"]
+    t = _canonical(pub["df"], cols, pk, pub["logical"])
+    s = _canonical(src_df, cols, pk, pub["logical"])
+    bucket = F.pmod(F.xxhash64("key"), F.lit(buckets)).alias("b")
+    t, s = t.select(bucket, "*"), s.select(bucket, "*")
+
+    def sums(df: DataFrame) -> dict[int, tuple[int, int]]:
+        rows = df.groupBy("b").agg(
+            F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("ck")
+        )
+        return {int(r["b"]): (int(r["n"]), int(r["ck"] or 0)) for r in rows.collect()}
+
+    ts, ss = sums(t), sums(s)
+    differing = sorted(b for b in set(ts) | set(ss) if ts.get(b) != ss.get(b))
+    result: dict[str, Any] = {
+        "table": name,
+        "published_snapshot_id": pub["snapshot_id"],
+        "published_hour": pub["hour"],
+        "source": point,
+        "rows_table": sum(n for n, _ in ts.values()),
+        "rows_source": sum(n for n, _ in ss.values()),
+        "buckets": buckets,
+        "buckets_differing": len(differing),
+        "missing": 0,
+        "extra": 0,
+        "different": 0,
+        "in_flight": 0,
+        "samples": {"missing": [], "extra": [], "different": []},
+    }
+    if differing:
+        td = t.where(F.col("b").isin(differing))
+        sd = s.where(F.col("b").isin(differing))
+        if pk:
+            j = (
+                td.alias("t")
+                .join(sd.alias("s"), "key", "full_outer")
+                .select(
+                    "key",
+                    F.col("t.h").alias("th"),
+                    F.col("s.h").alias("sh"),
+                    F.col("t.row").alias("trow"),
+                    F.col("s.row").alias("srow"),
+                )
+            )
+            j = j.where(F.col("th").isNull() | F.col("sh").isNull() | (F.col("th") != F.col("sh")))
+            cls = (
+                F.when(F.col("th").isNull(), "missing")
+                .when(F.col("sh").isNull(), "extra")
+                .otherwise("different")
+            )
+            j = j.withColumn("kind", cls)
+            flight = _in_flight(spark, cfg, name, pk, pub["hour"], wm)
+            if flight is not None:
+                j = j.join(flight.withColumn("_f", F.lit(True)), "key", "left")
+            else:
+                j = j.withColumn("_f", F.lit(None).cast("boolean"))
+            j = j.withColumn("kind", F.when(F.col("_f"), "in_flight").otherwise(F.col("kind")))
+        else:
+            tc = td.groupBy("key").agg(F.count("*").alias("tn"), F.first("row").alias("trow"))
+            sc = sd.groupBy("key").agg(F.count("*").alias("sn"), F.first("row").alias("srow"))
+            j = (
+                tc.join(sc, "key", "full_outer")
+                .withColumn("d", F.coalesce("sn", F.lit(0)) - F.coalesce("tn", F.lit(0)))
+                .where(F.col("d") != 0)
+                .withColumn("kind", F.when(F.col("d") > 0, "missing").otherwise("extra"))
+            )
+        counts = {
+            r["kind"]: int(r["n"]) for r in j.groupBy("kind").agg(F.count("*").alias("n")).collect()
+        }
+        for k in ("missing", "extra", "different", "in_flight"):
+            result[k] = counts.get(k, 0)
+        for k in ("missing", "extra", "different"):
+            for r in j.where(F.col("kind") == k).limit(SAMPLES).collect():
+                result["samples"][k].append(
+                    {
+                        "key": r["key"],
+                        "table": dict(r["trow"]) if r["trow"] is not None else None,
+                        "source": dict(r["srow"]) if r["srow"] is not None else None,
+                    }
+                )
+    result["mismatches"] = result["missing"] + result["extra"] + result["different"]
+    return result
+
+
+def attach_to_report(cfg: PipelineConfig, result: dict[str, Any]) -> Path | None:
+    """Add the comparison to the report of the compared hour (re-deciding its verdict)."""
+    from datetime import datetime
+
+    from recon.audit.report import audit_dir, write_report
+
+    hour_text = result.get("published_hour")
+    if not hour_text:
+        return None
+    hour = parse_hour(hour_text, "hour")
+    d = audit_dir(cfg, hour if isinstance(hour, datetime) else hour)
+    p = d / "report.json"
+    if not p.is_file():
+        return None
+    report = json.loads(p.read_text())
+    rec = report.get("reconcile") or {}
+    rec[result["table"]] = result
+    report["reconcile"] = rec
+    report["findings"] = [
+        f
+        for f in report["findings"]
+        if not (f["kind"] == "reconcile_mismatch" and f.get("table") == result["table"])
+    ]
+    if result["mismatches"]:
+        report["findings"].append(
+            {
+                "kind": "reconcile_mismatch",
+                "table": result["table"],
+                "message": (
+                    f"against {result['source']['kind']}: {result['missing']} missing, "
+                    f"{result['extra']} extra, {result['different']} different rows "
+                    f"({result['in_flight']} in flight not counted)"
+                ),
+                "severity": "fail" if "reconcile_mismatch" in report["fail_on"] else "warn",
+            }
+        )
+    sev = [f["severity"] for f in report["findings"]]
+    report["verdict"] = "fail" if "fail" in sev else ("warn" if sev else "pass")
+    write_report(cfg, hour, report)
+    return d

@@ -1,0 +1,187 @@
+"""The consistent point of an out-of-band snapshot (`_watermark.json`, contract 2.2).
+
+A change is at or before the point, and so already in the snapshot, when (first rule whose data
+both the change and the watermark have):
+1. GTID: MySQL `uuid:N` with N inside the set's intervals for that uuid; MariaDB `domain-server-seq`
+   with seq <= the set's seq for that domain (MariaDB GTIDs are ordered per domain);
+2. binlog: (file number, position) before the watermark's (file, pos): the position recorded by
+   `SHOW MASTER STATUS` is where the next event starts, so an event starting there is after it;
+3. sequence: Tencent `seqId` / DataWorks `sequenceId` (as numbers) <= `seq_id` / `sequence_id`.
+A change none of the rules can place is applied (counted as `not_comparable` by the merge).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recon.core.order import binlog_file_number
+from recon.errors import ConfigError
+
+_UUID_RE = re.compile(r"^[0-9a-fA-F-]{36}$")
+_MARIADB_RE = re.compile(r"^(\d+)-(\d+)-(\d+)$")
+
+
+@dataclass(frozen=True)
+class Watermark:
+    mysql: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    mariadb: dict[int, int] = field(default_factory=dict)  # domain -> highest seq
+    binlog: tuple[int, int] | None = None  # (file number, pos)
+    binlog_file: str | None = None
+    sequence: int | None = None
+    taken_at: str | None = None
+    source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gtid_mysql": {u: [list(iv) for iv in ivs] for u, ivs in self.mysql.items()},
+            "gtid_mariadb": {str(d): s for d, s in self.mariadb.items()},
+            "binlog": list(self.binlog) if self.binlog else None,
+            "binlog_file": self.binlog_file,
+            "sequence": str(self.sequence) if self.sequence is not None else None,
+            "taken_at": self.taken_at,
+            "source": self.source,
+        }
+
+    # -- the rule in Python (tests, oracle) ------------------------------------------------------
+    def covers(
+        self, gtid: str | None, binlog_file: str | None, binlog_pos: int | None, seq: str | None
+    ) -> bool | None:
+        """True: at/before the point (skip); False: after (apply); None: not comparable."""
+        if gtid and (self.mysql or self.mariadb):
+            g = gtid.strip()
+            if ":" in g:
+                uuid, _, n = g.rpartition(":")
+                if n.isdigit() and self.mysql:
+                    ivs = self.mysql.get(uuid.lower(), ())
+                    return any(lo <= int(n) <= hi for lo, hi in ivs)
+            m = _MARIADB_RE.match(g)
+            if m and self.mariadb:
+                top = self.mariadb.get(int(m.group(1)))
+                return top is not None and int(m.group(3)) <= top
+        if binlog_file and self.binlog:
+            return (binlog_file_number(binlog_file), binlog_pos or 0) < self.binlog
+        if seq and self.sequence is not None and seq.isdigit():
+            return int(seq) <= self.sequence
+        return None
+
+    # -- the same rule as a Spark SQL expression over the event columns -------------------------
+    def sql(self) -> str:
+        """SQL over `gtid`, `binlog_file`, `binlog_pos`, `seq`: true (skip), false, or NULL."""
+        cases: list[str] = []
+        if self.mysql:
+            n = "try_cast(substring_index(gtid, ':', -1) as decimal(20,0))"
+            u = "lower(substring_index(gtid, ':', 1))"
+            per_uuid = [
+                f"({u} = '{uuid}' and ("
+                + " or ".join(f"{n} between {lo} and {hi}" for lo, hi in ivs)
+                + "))"
+                for uuid, ivs in sorted(self.mysql.items())
+            ]
+            cases.append(
+                "when gtid like '%:%' and "
+                f"{n} is not null then coalesce({' or '.join(per_uuid) or 'false'}, false)"
+            )
+        if self.mariadb:
+            dom = "try_cast(split_part(gtid, '-', 1) as bigint)"
+            sq = "try_cast(split_part(gtid, '-', 3) as decimal(20,0))"
+            per_dom = [f"({dom} = {d} and {sq} <= {s})" for d, s in sorted(self.mariadb.items())]
+            cases.append(
+                f"when gtid rlike '^[0-9]+-[0-9]+-[0-9]+$' then coalesce({' or '.join(per_dom)}, false)"
+            )
+        if self.binlog:
+            f, p = self.binlog
+            fn = "coalesce(try_cast(regexp_extract(binlog_file, '([0-9]+)$', 1) as bigint), 0)"
+            cases.append(
+                f"when binlog_file is not null and binlog_file <> '' then "
+                f"({fn} < {f} or ({fn} = {f} and coalesce(binlog_pos, 0) < {p}))"
+            )
+        if self.sequence is not None:
+            cases.append(
+                "when try_cast(seq as decimal(38,0)) is not null then "
+                f"try_cast(seq as decimal(38,0)) <= {self.sequence}"
+            )
+        if not cases:
+            return "cast(null as boolean)"
+        return "case " + " ".join(cases) + " else null end"
+
+
+def parse_gtid_set(
+    text: str, where: str
+) -> tuple[dict[str, tuple[tuple[int, int], ...]], dict[int, int]]:
+    """`uuid:1-100:105,uuid2:1-5` (MySQL) and/or `0-1-100,1-1-7` (MariaDB)."""
+    mysql: dict[str, tuple[tuple[int, int], ...]] = {}
+    mariadb: dict[int, int] = {}
+    for part in (p.strip() for p in text.replace("\n", "").split(",")):
+        if not part:
+            continue
+        m = _MARIADB_RE.match(part)
+        if m:
+            d, s = int(m.group(1)), int(m.group(3))
+            mariadb[d] = max(mariadb.get(d, 0), s)
+            continue
+        bits = part.split(":")
+        if len(bits) < 2 or not _UUID_RE.match(bits[0]):
+            raise ConfigError(
+                f"{where}: gtid_set entry {part!r} is neither MySQL uuid:1-100 nor MariaDB "
+                "domain-server-seq; write e.g. 3E11FA47-71CA-11E1-9E33-C80AA9429562:1-100 or 0-1-100"
+            )
+        ivs = list(mysql.get(bits[0].lower(), ()))
+        for iv in bits[1:]:
+            lo, _, hi = iv.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise ConfigError(
+                    f"{where}: gtid_set interval {iv!r} in {part!r} is not N or N-M; fix the set"
+                )
+            ivs.append((int(lo), int(hi or lo)))
+        mysql[bits[0].lower()] = tuple(sorted(ivs))
+    return mysql, mariadb
+
+
+def load_watermark(snapshot_path: Path) -> Watermark:
+    path = snapshot_path / "_watermark.json"
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: missing; an out-of-band snapshot needs its consistent point, e.g. "
+            '{"gtid_set": "uuid:1-100"} or {"binlog": {"file": "mysql-bin.000003", "pos": 154}}'
+        )
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ConfigError(f"{path}: not valid JSON ({err}); fix the file") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: must hold a JSON object with gtid_set, binlog or sequence_id")
+    mysql: dict[str, tuple[tuple[int, int], ...]] = {}
+    mariadb: dict[int, int] = {}
+    if d.get("gtid_set"):
+        if not isinstance(d["gtid_set"], str):
+            raise ConfigError(f'{path}: gtid_set must be text, e.g. "uuid:1-100"')
+        mysql, mariadb = parse_gtid_set(d["gtid_set"], str(path))
+    binlog = None
+    binlog_file = None
+    if d.get("binlog") is not None:
+        b = d["binlog"]
+        if (
+            not isinstance(b, dict)
+            or not isinstance(b.get("file"), str)
+            or not isinstance(b.get("pos"), int)
+        ):
+            raise ConfigError(
+                f'{path}: binlog must be {{"file": "mysql-bin.000003", "pos": 154}}; fix the file'
+            )
+        binlog = (binlog_file_number(b["file"]), int(b["pos"]))
+        binlog_file = b["file"]
+    sequence = None
+    for k in ("sequence_id", "seq_id"):
+        if d.get(k) is not None:
+            if not str(d[k]).isdigit():
+                raise ConfigError(f"{path}: {k} must be a whole number; fix the file")
+            sequence = int(d[k])
+    if not (mysql or mariadb or binlog or sequence is not None):
+        raise ConfigError(
+            f"{path}: names no consistent point; give gtid_set, binlog or sequence_id/seq_id"
+        )
+    return Watermark(mysql, mariadb, binlog, binlog_file, sequence, d.get("taken_at"), str(path))

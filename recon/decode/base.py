@@ -1,0 +1,225 @@
+"""The decoder interface: one stateful decoder per (topic, partition) stream, fed in offset order.
+
+A decoder turns raw Kafka records into canonical `Event`s, quarantines what it cannot decode
+(with the reason), counts what it drops on purpose (heartbeats, checkpoints, tombstones,
+transaction markers), and at the end of the hour hands back the raw records that must be carried
+to the next hour (an incomplete segmented envelope, an open transaction, an unpaired
+UPDATE_BEFOR): those are never decoded half.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from recon.core.model import Event, RawRecord
+from recon.core.sqlddl import TableDef
+from recon.decode.stats import Stat, quarantined_because
+from recon.errors import DecodeError
+
+# what a decoder's message handler may raise on a malformed message: the record is quarantined
+# with the format's label and the error (one list for every format, so the same damage gets the
+# same reason everywhere)
+MESSAGE_ERRORS: tuple[type[Exception], ...] = (
+    DecodeError,
+    TypeError,
+    ValueError,
+    KeyError,
+    AttributeError,
+)
+
+
+@dataclass
+class DecodeContext:
+    """What a decoder may know besides the records: config and state, read-only."""
+
+    tables: dict[str, TableDef] = field(default_factory=dict)  # "db.table" -> definition
+    primary_keys: dict[str, list[str]] = field(default_factory=dict)  # "db.table" -> pk (config)
+
+
+@dataclass
+class Sink:
+    """Where decoders put their output; the stream driver turns it into Arrow batches."""
+
+    events: list[Event] = field(default_factory=list)
+    quarantine: list[tuple[RawRecord, str]] = field(default_factory=list)
+    stats: Counter[tuple[str, int, str]] = field(default_factory=Counter)
+    quarantined: set[tuple[str, int, int]] = field(default_factory=set)  # for the audit's check
+
+    def count(self, rec: RawRecord, stat: Stat | str, n: int = 1) -> None:
+        """Count `n` of `stat` (a `Stat`, or a detail name from `recon.decode.stats`)."""
+        self.stats[(rec.topic, rec.partition, str(stat))] += n
+
+    def bad(self, rec: RawRecord, reason: str) -> None:
+        self.quarantine.append((rec, reason))
+        self.quarantined.add((rec.topic, rec.partition, rec.offset))
+        self.count(rec, Stat.RECORDS_QUARANTINED)
+        self.count(rec, quarantined_because(reason))
+
+
+class StreamDecoder:
+    """Base class; subclasses implement `feed` and, if they hold state, `finish`."""
+
+    format_name = ""
+
+    def __init__(self, ctx: DecodeContext, sink: Sink) -> None:
+        self.ctx = ctx
+        self.sink = sink
+
+    def feed(self, rec: RawRecord) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> list[RawRecord]:
+        """End of the hour for this stream: the records to carry over (with `skip` set)."""
+        return []
+
+
+class JsonStreamDecoder(StreamDecoder):
+    """The shared prelude of the JSON formats: empty value, not JSON, not this format's
+    message, and a malformed message each get one reason, worded the same in every format.
+
+    Subclasses set `label` ("Canal flat message") and implement `accepts` and `handle`.
+    """
+
+    label = "message"
+
+    def empty_value(self, rec: RawRecord) -> bool:
+        """A record with no value: quarantined unless the format gives it a meaning (return
+        True when handled, e.g. a Debezium tombstone)."""
+        return False
+
+    def accepts(self, msg: Any) -> str | None:
+        """None when `msg` (parsed JSON) is this format's message, else why it is not."""
+        raise NotImplementedError
+
+    def handle(self, rec: RawRecord, msg: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def feed(self, rec: RawRecord) -> None:
+        if rec.value is None or not rec.value.strip():
+            if not self.empty_value(rec):
+                self.sink.bad(rec, f"empty value: a {self.label} needs a JSON object")
+            return
+        try:
+            msg = orjson.loads(rec.value)
+        except orjson.JSONDecodeError as err:
+            self.sink.bad(rec, f"not JSON: {err}")
+            return
+        refused = self.accepts(msg)
+        if refused is not None:
+            self.sink.bad(rec, f"not a {self.label}: {refused}")
+            return
+        try:
+            self.handle(rec, msg)
+        except MESSAGE_ERRORS as err:
+            self.sink.bad(rec, f"bad {self.label}: {err}")
+
+
+class TxnAssembler:
+    """Holds the events of an open transaction until its commit (Tencent, TDSQL, Canal pb).
+
+    A "group" is the raw records decoded together (a reassembled envelope, or one record); its
+    "items" are the entries inside. When the hour ends inside a transaction, every group from the
+    one holding BEGIN onwards is carried, the first with `skip` = the items before BEGIN, which
+    were already emitted.
+    """
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.open = False
+        self.txn_id: str | None = None
+        self.events: list[Event] = []
+        self.pending: list[RawRecord] = []  # groups since BEGIN, flattened
+        self._group: list[RawRecord] = []
+        self._group_pending = False
+
+    def start_group(self, records: list[RawRecord]) -> None:
+        self._group = records
+        self._group_pending = False
+        if self.open:
+            self._attach_group(0)
+
+    def _attach_group(self, skip: int) -> None:
+        if self._group_pending:
+            return
+        first = True
+        for r in self._group:
+            r.skip = skip if first else 0
+            first = False
+            self.pending.append(r)
+        self._group_pending = True
+
+    def begin(self, item_index: int, txn_id: str | None) -> None:
+        if self.open:
+            # BEGIN without COMMIT: the producer lost the commit; apply nothing of it, and
+            # quarantine its records (those not shared with the group holding the new BEGIN).
+            rec = self._group[0]
+            self.sink.count(rec, Stat.TRANSACTIONS_ABANDONED)
+            self.sink.count(rec, Stat.EVENTS_ABANDONED, len(self.events))
+            in_group = {id(r) for r in self._group}
+            began = self.pending[0].offset if self.pending else rec.offset
+            for r in self.pending:
+                if id(r) not in in_group:
+                    self.sink.bad(
+                        r,
+                        f"abandoned transaction: the one begun at offset {began} "
+                        f"has no COMMIT before the next BEGIN",
+                    )
+        self.open = True
+        self.txn_id = txn_id
+        self.events = []
+        self.pending = []
+        self._group_pending = False
+        self._attach_group(item_index)
+
+    def event(self, ev: Event) -> None:
+        if self.open:
+            ev.txn_id = ev.txn_id or self.txn_id
+            self.events.append(ev)
+        else:
+            self.sink.events.append(ev)
+
+    def commit(self, txn_id: str | None = None) -> None:
+        if not self.open:
+            if self._group:
+                self.sink.count(self._group[0], Stat.COMMITS_WITHOUT_BEGIN)
+            return
+        rec = self._group[0]
+        for ev in self.events:
+            if txn_id and not ev.txn_id:
+                ev.txn_id = txn_id
+        self.sink.events.extend(self.events)
+        self.sink.count(rec, Stat.TRANSACTIONS_COMMITTED)
+        self.open = False
+        self.txn_id = None
+        self.events = []
+        self.pending = []
+        self._group_pending = False
+
+    def run_items(self, group: list[RawRecord], items: list[tuple[str, Any]]) -> None:
+        """Feed one decoded group's items in order: ("begin", txn id), ("commit", txn id),
+        ("event", Event) or ("control", Stat). A carried group skips the items already
+        emitted in the hour before (`skip` of its first record)."""
+        self.start_group(group)
+        skip = group[0].skip if group[0].carried else 0
+        for i, (kind, payload) in enumerate(items):
+            if i < skip:
+                continue
+            if kind == "begin":
+                self.begin(i, payload)
+            elif kind == "commit":
+                self.commit(payload)
+            elif kind == "event":
+                self.event(payload)
+            else:
+                self.sink.count(group[0], payload)
+
+    def finish(self) -> list[RawRecord]:
+        if not self.open:
+            return []
+        if self.pending:
+            self.sink.count(self.pending[0], Stat.TRANSACTIONS_CARRIED)
+        return list(self.pending)

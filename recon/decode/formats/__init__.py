@@ -1,0 +1,1 @@
+"""One module per wire format, each a `StreamDecoder` (see `recon.formats` for the table)."""

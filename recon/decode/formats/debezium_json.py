@@ -1,0 +1,319 @@
+"""Debezium / dtle JSON (formats.md section 4), with or without the schema envelope.
+
+op r = snapshot; c = insert (snapshot when `source.snapshot` says so - dtle sends its full copy as
+`c` with `snapshot: true`); u = update (dtle's PK-changing `u` keeps old key in `before`); d =
+delete. Tombstones (a Kafka null value, or dtle's `{"schema":null,"payload":null}`) are counted
+and dropped. dtle's schema-change topic and Debezium's schema-change events become DDL events.
+Values are converted with the schema's semantic types where the message carries a schema.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from recon.core.model import Event, RawRecord
+from recon.core.order import binlog_key, gtid_number, kafka_tail, u32, u64
+from recon.core.sqlddl import parse_create_table
+from recon.core.values import (
+    INTEGER_LOGICAL,
+    date_from_days,
+    datetime_from_epoch_ms,
+    datetime_from_epoch_us,
+    decimal_from_twos_complement,
+    mysql_logical_type,
+    number_text,
+    parse_timestamp_text,
+    time_from_us,
+)
+from recon.decode.base import JsonStreamDecoder
+from recon.decode.stats import Stat
+from recon.errors import DecodeError
+
+_SNAPSHOT_TRUE = {
+    "true",
+    "first",
+    "first_in_data_collection",
+    "last_in_data_collection",
+    "last",
+    "incremental",
+}
+
+_PRIMITIVE = {
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "float": "float32",
+    "float32": "float32",
+    "double": "float64",
+    "float64": "float64",
+    "boolean": "bool",
+    "string": "string",
+    "bytes": "binary",
+}
+_SEMANTIC = {
+    "io.debezium.time.Date": "date",
+    "io.debezium.time.Timestamp": "datetime",
+    "io.debezium.time.MicroTimestamp": "datetime",
+    "io.debezium.time.NanoTimestamp": "datetime",
+    "io.debezium.time.ZonedTimestamp": "timestamp",
+    "io.debezium.time.Time": "time",
+    "io.debezium.time.MicroTime": "time",
+    "io.debezium.time.NanoTime": "time",
+    "io.debezium.time.Year": "year",
+    "io.debezium.data.Json": "json",
+    "io.debezium.data.Enum": "enum",
+    "io.debezium.data.EnumSet": "set",
+    "io.debezium.data.Bits": "binary",
+    "io.debezium.data.geometry.Point": "binary",
+    "io.debezium.data.geometry.Geometry": "binary",
+    "io.debezium.data.VariableScaleDecimal": "decimal(65,30)",
+}
+
+
+def _field_type(f: dict) -> tuple[str, dict]:
+    name = f.get("name") or ""
+    params = f.get("parameters") or {}
+    source_type = params.get("__debezium.source.column.type")
+    if isinstance(source_type, str):
+        # column.propagate.source.type: the column's own type settles what the wire type cannot
+        # (a precise BIGINT UNSIGNED travels as Decimal(20,0), like a DECIMAL(20,0) column)
+        lt = mysql_logical_type(source_type)
+        if lt in INTEGER_LOGICAL:
+            return lt, f
+    if name == "org.apache.kafka.connect.data.Decimal":
+        scale = int(params.get("scale", 0))
+        prec = int(params.get("connect.decimal.precision", 65))
+        return f"decimal({prec},{scale})", f
+    if name in _SEMANTIC:
+        return _SEMANTIC[name], f
+    return _PRIMITIVE.get(str(f.get("type")), "unknown"), f
+
+
+def _convert(v: object, logical: str, f: dict | None) -> str | None:
+    if v is None:
+        return None
+    name = (f or {}).get("name") or ""
+    if name == "org.apache.kafka.connect.data.Decimal" and isinstance(v, str):
+        scale = int(((f or {}).get("parameters") or {}).get("scale", 0))
+        return decimal_from_twos_complement(base64.b64decode(v), scale)
+    if name == "io.debezium.data.VariableScaleDecimal" and isinstance(v, dict):
+        return decimal_from_twos_complement(base64.b64decode(v["value"]), int(v["scale"]))
+    if name in (
+        "io.debezium.data.geometry.Point",
+        "io.debezium.data.geometry.Geometry",
+    ) and isinstance(v, dict):
+        return str(v.get("wkb")) if v.get("wkb") is not None else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if name == "io.debezium.time.Date":
+            return date_from_days(int(v))
+        if name == "io.debezium.time.Timestamp":
+            return datetime_from_epoch_ms(int(v))
+        if name == "io.debezium.time.MicroTimestamp":
+            return datetime_from_epoch_us(int(v))
+        if name == "io.debezium.time.NanoTimestamp":
+            return datetime_from_epoch_us(int(v) // 1000)
+        if name == "io.debezium.time.Time":
+            return time_from_us(int(v) * 1000)
+        if name == "io.debezium.time.MicroTime":
+            return time_from_us(int(v))
+        if name == "io.debezium.time.NanoTime":
+            return time_from_us(int(v) // 1000)
+        return number_text(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict) and "wkb" in v:
+        # a Debezium geometry struct {wkb, srid[, x, y]} sent without its schema
+        return str(v["wkb"]) if v["wkb"] is not None else None
+    if isinstance(v, str):
+        if logical == "timestamp":
+            return parse_timestamp_text(v) or v
+        return v
+    # structs / arrays with no known semantic type: keep them as compact JSON text
+    return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _infer(v: object) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        if -(1 << 63) <= v < (1 << 63):
+            return "int64"
+        return "uint64" if 0 <= v < (1 << 64) else "decimal(38,0)"  # BIGINT UNSIGNED as a number
+    if isinstance(v, float):
+        return "float64"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict) and "wkb" in v:
+        return "binary"
+    return "json" if v is not None else "unknown"
+
+
+class DebeziumJsonDecoder(JsonStreamDecoder):
+    format_name = "debezium_json"
+    label = "Debezium message"
+
+    def feed(self, rec: RawRecord) -> None:
+        # a tombstone is a Kafka null value (or JSON null); an empty value is damage
+        if rec.value is not None and rec.value.strip() == b"null":
+            self.sink.count(rec, Stat.TOMBSTONES)
+            return
+        super().feed(rec)
+
+    def empty_value(self, rec: RawRecord) -> bool:
+        if rec.value is None:
+            self.sink.count(rec, Stat.TOMBSTONES)
+            return True
+        return False
+
+    def accepts(self, msg: Any) -> str | None:
+        return None if isinstance(msg, dict) else "the value is not a JSON object"
+
+    def handle(self, rec: RawRecord, msg: dict[str, Any]) -> None:
+        schema = None
+        if "payload" in msg and "schema" in msg and len(msg) <= 2:
+            schema, payload = msg["schema"], msg["payload"]
+            if payload is None:
+                self.sink.count(rec, Stat.TOMBSTONES)  # dtle's tombstone (formats.md 4.2)
+                return
+        else:
+            payload = msg
+        if not isinstance(payload, dict):
+            raise DecodeError("payload is not an object")
+        if "op" not in payload:
+            if "ddl" in payload:
+                self._ddl(rec, payload)
+                return
+            if payload.get("status") in ("BEGIN", "END"):
+                self.sink.count(rec, Stat.TRANSACTION_MARKERS)
+                return
+            raise DecodeError("no `op` field: not a change event")
+        op_code = payload["op"]
+        source = payload.get("source") or {}
+        db, tbl = source.get("db"), source.get("table")
+        if not db or not tbl:
+            db, tbl = self._from_topic(rec.topic, db, tbl)
+        snap = source.get("snapshot")
+        is_snapshot = snap is True or (isinstance(snap, str) and snap.lower() in _SNAPSHOT_TRUE)
+        if op_code == "r" or (op_code == "c" and is_snapshot):
+            op = "snapshot"
+        elif op_code in ("c", "u", "d"):
+            op = {"c": "insert", "u": "update", "d": "delete"}[op_code]
+        elif op_code == "t":
+            self._emit(
+                rec,
+                Event(db=db, tbl=tbl, op="ddl", ddl=f"TRUNCATE TABLE `{db}`.`{tbl}`"),
+                source,
+                payload,
+            )
+            return
+        else:
+            raise DecodeError(f"unknown op {op_code!r}")
+        fields: dict[str, dict[str, tuple[str, dict]]] = {}
+        if isinstance(schema, dict):
+            for part in schema.get("fields") or []:
+                if part.get("field") in ("before", "after"):
+                    fields[part["field"]] = {
+                        f["field"]: _field_type(f) for f in part.get("fields") or []
+                    }
+        types: dict[str, str] = {}
+
+        def image(which: str) -> dict[str, str | None] | None:
+            img = payload.get(which)
+            if img is None:
+                return None
+            if not isinstance(img, dict):
+                raise DecodeError(f"`{which}` is not an object")
+            fmeta = fields.get(which, {})
+            out: dict[str, str | None] = {}
+            for c, v in img.items():
+                lt, f = fmeta.get(c, (None, None))
+                if lt is None:
+                    lt = types.get(c) or _infer(v)
+                if types.get(c) in (None, "unknown"):
+                    types[c] = lt
+                out[c] = _convert(v, lt, f)
+            return out
+
+        before, after = image("before"), image("after")
+        if op in ("insert", "snapshot") and after is None:
+            raise DecodeError(f"op {op_code!r} without `after`")
+        if op == "delete" and before is None:
+            raise DecodeError("op 'd' without `before`")
+        if op == "update" and after is None:
+            raise DecodeError("op 'u' without `after`")
+        ev = Event(
+            db=db,
+            tbl=tbl,
+            op=op,
+            pk=self._key_columns(rec, db, tbl),
+            before=before,
+            after=after,
+            types=types,
+        )
+        self._emit(rec, ev, source, payload)
+
+    def _emit(self, rec: RawRecord, ev: Event, source: dict, payload: dict) -> None:
+        file, pos = source.get("file") or None, source.get("pos")
+        row = int(source.get("row") or 0)
+        gtid = source.get("gtid") or None
+        if file:
+            ok = binlog_key(file, int(pos or 0), row, rec.partition, rec.offset)
+        else:
+            ok = u64(0) + u64(gtid_number(gtid)) + u32(row) + kafka_tail(rec.partition, rec.offset)
+        ts = source.get("ts_ms")
+        if ts is None and source.get("ts_sec") is not None:
+            ts = int(source["ts_sec"]) * 1000
+        tx = payload.get("transaction") or {}
+        ev.order_key = ok
+        ev.gtid = gtid
+        ev.binlog_file = file
+        ev.binlog_pos = int(pos) if pos is not None else None
+        ev.event_index = row
+        ev.txn_id = tx.get("id") if isinstance(tx, dict) else None
+        ev.event_time_ms = int(ts) if ts else None
+        ev.topic, ev.partition, ev.offset = rec.topic, rec.partition, rec.offset
+        self.sink.events.append(ev)
+
+    def _ddl(self, rec: RawRecord, payload: dict) -> None:
+        position = payload.get("position") or payload.get("source") or {}
+        db = payload.get("databaseName") or payload.get("schemaName") or ""
+        ev = Event(db=db, tbl="", op="ddl", ddl=str(payload.get("ddl") or ""))
+        src = {
+            "file": position.get("file"),
+            "pos": position.get("pos"),
+            "gtid": None,
+            "ts_sec": position.get("ts_sec"),
+        }
+        try:
+            pdb, tbl, _ = parse_create_table(ev.ddl or "")
+            ev.db, ev.tbl = pdb or db, tbl
+        except ValueError:
+            pass
+        self._emit(rec, ev, src, payload)
+
+    def _from_topic(self, topic: str, db: str | None, tbl: str | None) -> tuple[str, str]:
+        """A message that names no table takes it from `<prefix>.<db>.<table>` (contract 2.3)."""
+        parts = topic.split(".")
+        if len(parts) >= 3:
+            return db or parts[-2], tbl or parts[-1]
+        raise DecodeError(
+            f"the message names no table and topic {topic!r} is not <prefix>.<db>.<table>"
+        )
+
+    def _key_columns(self, rec: RawRecord, db: str, tbl: str) -> list[str]:
+        configured = self.ctx.primary_keys.get(f"{db}.{tbl}")
+        if configured:
+            return list(configured)
+        if not rec.key:
+            return []
+        try:
+            key = orjson.loads(rec.key)
+        except orjson.JSONDecodeError:
+            return []
+        if isinstance(key, dict) and "payload" in key and "schema" in key:
+            key = key["payload"]
+        return list(key.keys()) if isinstance(key, dict) else []

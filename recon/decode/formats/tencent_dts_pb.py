@@ -1,0 +1,301 @@
+"""Tencent Cloud DTS subscription, protobuf (formats.md section 1).
+
+Kafka value = Envelope{total, index, data}; the `data` of segments 0..total-1 of one partition,
+concatenated, is a serialized Entries{items: Entry...}. Each Entry is BEGIN / DML / COMMIT / DDL /
+HEARTBEAT / CHECKPOINT. DML rows are positional `oldColumns`/`newColumns` aligned with `columns`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import DecodeError as PbDecodeError
+
+from recon._proto import tencent_subscribe_pb2 as pb
+from recon.core.model import Event, RawRecord
+from recon.core.order import binlog_key, u64
+from recon.core.sqlddl import parse_create_table, split_qualified
+from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
+from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
+from recon.decode.stats import Stat
+from recon.errors import DecodeError
+
+# MySQL charset names -> Python codecs (formats.md 1.3: MySQL latin1 is really cp1252).
+_CHARSETS = {
+    "utf8": "utf-8",
+    "utf8mb3": "utf-8",
+    "utf8mb4": "utf-8",
+    "latin1": "cp1252",
+    "gbk": "gbk",
+    "gb2312": "gb2312",
+    "gb18030": "gb18030",
+    "big5": "big5",
+    "ascii": "ascii",
+    "ucs2": "utf-16-be",
+    "utf16": "utf-16-be",
+    "utf32": "utf-32-be",
+    "": "utf-8",
+}
+
+_DT_LOGICAL = {
+    pb.INT8: "int8",
+    pb.INT16: "int16",
+    pb.INT32: "int32",
+    pb.INT64: "int64",
+    pb.UINT8: "uint8",
+    pb.UINT16: "uint16",
+    pb.UINT32: "uint32",
+    pb.UINT64: "uint64",
+    pb.FLOAT32: "float32",
+    pb.FLOAT64: "float64",
+    pb.DECIMAL: "decimal(65,30)",
+    pb.STRING: "string",
+    pb.BYTES: "binary",
+}
+_OPS = {pb.INSERT: "insert", pb.UPDATE: "update", pb.DELETE: "delete"}
+
+
+def _value(d: pb.Data, logical: str) -> str | None:
+    """One `Data` -> canonical text. NIL is NULL; the caller drops NA before calling."""
+    dt = d.dataType
+    if dt == pb.NIL:
+        return None
+    if dt == pb.BYTES:
+        if logical in ("json", "string", "enum", "set"):
+            return d.bv.decode("utf-8", errors="strict")
+        return b64(d.bv)
+    if dt == pb.STRING:
+        cs = d.charset.lower()
+        if cs == "binary":
+            return b64(d.bv)
+        codec = _CHARSETS.get(cs, cs)
+        try:
+            text = d.bv.decode(codec) if d.bv or not d.sv else d.sv
+        except (LookupError, UnicodeDecodeError) as err:
+            raise DecodeError(f"undecodable string: charset {d.charset!r}: {err}") from None
+        if logical == "timestamp":
+            return parse_timestamp_text(text) or text
+        if logical == "datetime":
+            return normalize_datetime_text(text)
+        return text
+    return d.sv
+
+
+class TencentDtsPbDecoder(StreamDecoder):
+    format_name = "tencent_dts_pb"
+
+    def __init__(self, ctx: DecodeContext, sink: Sink) -> None:
+        super().__init__(ctx, sink)
+        self.segments: list[RawRecord] = []
+        self.seg_data: list[bytes] = []
+        self.seg_total = 0
+        self.txn = TxnAssembler(sink)
+        self.last_seq = 0  # Header.seqId of the last entry (0: none yet / not numbered)
+
+    # -- segments ---------------------------------------------------------------------------
+    def _drop_segments(self, reason: str) -> None:
+        for r in self.segments:
+            self.sink.bad(r, reason)
+        self.sink.count(self.segments[0], Stat.SEGMENTS_ORPHANED, len(self.segments))
+        self.segments, self.seg_data, self.seg_total = [], [], 0
+
+    def feed(self, rec: RawRecord) -> None:
+        if rec.value is None:
+            self.sink.bad(rec, "empty value: a Kafka record with no value is not an Envelope")
+            return
+        env = pb.Envelope()
+        try:
+            env.ParseFromString(rec.value)
+        except PbDecodeError as err:
+            self.sink.bad(rec, f"not a Tencent Envelope: {err}")
+            return
+        if env.version != 1:
+            self.sink.bad(
+                rec, f"unsupported Envelope.version {env.version}: only 1 (Entries) is defined"
+            )
+            return
+        total, index = env.total or 1, env.index
+        if index >= total:
+            self.sink.bad(rec, f"bad segment header: index {index} of total {total}")
+            return
+        if index == 0:
+            if self.segments:
+                self._drop_segments(
+                    f"orphan segment: envelope of {self.seg_total} segments cut off after "
+                    f"{len(self.segments)} (a new envelope started at offset {rec.offset})"
+                )
+            if total == 1:
+                self._decode_group([rec], env.data)
+                return
+            self.segments, self.seg_data, self.seg_total = [rec], [env.data], total
+            return
+        # index > 0: must continue the open envelope
+        if not self.segments or index != len(self.segments) or total != self.seg_total:
+            if self.segments:
+                self._drop_segments(
+                    f"orphan segment: envelope of {self.seg_total} segments broken by segment "
+                    f"{index}/{total} at offset {rec.offset}"
+                )
+            self.sink.bad(
+                rec, f"orphan segment: segment {index} of {total} with no segment 0 before it"
+            )
+            self.sink.count(rec, Stat.SEGMENTS_ORPHANED)
+            return
+        self.segments.append(rec)
+        self.seg_data.append(env.data)
+        if index == total - 1:
+            group = self.segments
+            data = b"".join(self.seg_data)
+            self.segments, self.seg_data, self.seg_total = [], [], 0
+            self.sink.count(group[0], Stat.ENVELOPES_REASSEMBLED)
+            self.sink.count(group[0], Stat.SEGMENTS_REASSEMBLED, len(group))
+            self._decode_group(group, data)
+
+    # -- entries ----------------------------------------------------------------------------
+    def _decode_group(self, group: list[RawRecord], data: bytes) -> None:
+        entries = pb.Entries()
+        try:
+            entries.ParseFromString(data)
+        except PbDecodeError as err:
+            for r in group:
+                self.sink.bad(r, f"Envelope.data is not a valid Entries message: {err}")
+            return
+        try:
+            events = self._entries(group, entries)
+        except DecodeError as err:
+            for r in group:
+                self.sink.bad(r, f"bad entry: {err}")
+            return
+        if not events:
+            self.sink.count(group[0], Stat.EMPTY_ENVELOPES)  # an Entries with no items
+        self.txn.run_items(group, events)
+
+    def _entries(self, group: list[RawRecord], entries: pb.Entries) -> list[tuple[str, Any]]:
+        """Decode every item first, so a bad item quarantines the whole group, not half of it."""
+        first = group[0]
+        out: list[tuple[str, Any]] = []
+        for entry in entries.items:
+            h = entry.header
+            ev = entry.event
+            if h.seqId:
+                # seqId numbers the entries of a partition one by one: a jump means entries lost
+                # upstream (heartbeat/checkpoint entries carry 0 and are not numbered)
+                if self.last_seq and h.seqId > self.last_seq + 1:
+                    self.sink.count(first, Stat.SEQ_GAPS)
+                    self.sink.count(first, Stat.SEQ_MISSING, h.seqId - self.last_seq - 1)
+                self.last_seq = max(self.last_seq, h.seqId)
+            if ev.HasField("beginEvent") or (h.messageType == pb.BEGIN and not ev.ListFields()):
+                out.append(("begin", ev.beginEvent.transactionId or h.gtid or None))
+            elif ev.HasField("commitEvent") or h.messageType == pb.COMMIT:
+                out.append(("commit", ev.commitEvent.transactionId or h.gtid or None))
+            elif ev.HasField("dmlEvent"):
+                out.extend(("event", e) for e in self._dml(first, h, ev.dmlEvent))
+            elif ev.HasField("ddlEvent"):
+                out.append(("event", self._ddl(first, h, ev.ddlEvent)))
+            elif ev.HasField("heartbeatEvent") or h.messageType == pb.HEARTBEAT:
+                out.append(("control", Stat.HEARTBEATS))
+            elif ev.HasField("checkpointEvent") or h.messageType == pb.CHECKPOINT:
+                out.append(("control", Stat.CHECKPOINTS))
+            elif ev.HasField("rollbackEvent") or h.messageType == pb.ROLLBACK:
+                out.append(("control", Stat.ROLLBACKS))
+            else:
+                raise DecodeError(f"entry with messageType {h.messageType} and no event body")
+        return out
+
+    def _dml(self, rec: RawRecord, h: pb.Header, dml: pb.DMLEvent) -> list[Event]:
+        op = _OPS.get(dml.dmlEventType)
+        if op is None:
+            raise DecodeError(f"unknown dmlEventType {dml.dmlEventType}")
+        cols = list(dml.columns)
+        names = [c.name for c in cols]
+        logical = [mysql_logical_type(c.originalType) for c in cols]
+        pk = [c.name for c in cols if c.isKey]
+        key = f"{h.schemaName}.{h.tableName}"
+        if not pk:
+            pk = list(self.ctx.primary_keys.get(key, []))
+        out = []
+        for row_i, row in enumerate(dml.rows):
+            types: dict[str, str] = {}
+
+            def image(datas: list[pb.Data]) -> dict[str, str | None]:
+                if len(datas) > len(cols):
+                    raise DecodeError(
+                        f"{key}: row has {len(datas)} values but the event names {len(cols)} columns"
+                    )
+                img: dict[str, str | None] = {}
+                for i, d in enumerate(datas):
+                    if d.dataType == pb.NA:
+                        continue  # not in this image (minimal row image): not NULL
+                    lt = (
+                        logical[i]
+                        if logical[i] != "unknown"
+                        else _DT_LOGICAL.get(d.dataType, "unknown")
+                    )
+                    types[names[i]] = lt
+                    img[names[i]] = _value(d, lt)
+                return img
+
+            before = image(list(row.oldColumns)) if op in ("update", "delete") else None
+            after = image(list(row.newColumns)) if op in ("update", "insert") else None
+            out.append(
+                Event(
+                    db=h.schemaName,
+                    tbl=h.tableName,
+                    op=op,
+                    pk=pk,
+                    before=before,
+                    after=after,
+                    types=types,
+                    order_key=u64(h.seqId)
+                    + binlog_key(h.fileName, h.position, row_i, rec.partition, rec.offset),
+                    gtid=h.gtid or None,
+                    binlog_file=h.fileName or None,
+                    binlog_pos=h.position,
+                    seq=str(h.seqId),
+                    event_index=row_i,
+                    event_time_ms=h.timestamp * 1000,
+                    topic=rec.topic,
+                    partition=rec.partition,
+                    offset=rec.offset,
+                )
+            )
+        return out
+
+    def _ddl(self, rec: RawRecord, h: pb.Header, ddl: pb.DDLEvent) -> Event:
+        db = ddl.schemaName or h.schemaName
+        tbl = h.tableName
+        try:
+            pdb, tbl, _ = parse_create_table(ddl.sql)
+            db = pdb or db
+        except ValueError:
+            pass
+        if not tbl:
+            parts = ddl.sql.split()
+            if len(parts) >= 3 and parts[1].lower() == "table":
+                sdb, tbl = split_qualified(parts[2])
+                db = sdb or db
+        return Event(
+            db=db,
+            tbl=tbl,
+            op="ddl",
+            ddl=ddl.sql,
+            order_key=u64(h.seqId)
+            + binlog_key(h.fileName, h.position, 0, rec.partition, rec.offset),
+            gtid=h.gtid or None,
+            binlog_file=h.fileName or None,
+            binlog_pos=h.position,
+            seq=str(h.seqId),
+            event_time_ms=h.timestamp * 1000,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+        )
+
+    def finish(self) -> list[RawRecord]:
+        carry = self.txn.finish()
+        if self.segments:
+            self.sink.count(self.segments[0], Stat.SEGMENTS_CARRIED, len(self.segments))
+            for r in self.segments:
+                r.skip = 0
+            carry.extend(self.segments)
+        return carry

@@ -1,0 +1,109 @@
+"""The decode stage's counters: one name per thing counted (`Stat`), and the typed shape of
+`_state/<p>/decode/hour=H.json` (`DecodeCounters`), which the audit reads.
+
+Counters are per (topic, partition) and summed into `totals`; names that carry a detail (a
+quarantine reason, a control entry's kind) are made by the functions below and contain `:` or
+start with `non_dml_`, so they never collide with a `Stat`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TypedDict
+
+
+class Stat(StrEnum):
+    # what the decode stage counts around the decoders
+    RECORDS = "records"
+    BYTES = "bytes"
+    DUPLICATES_IN_HOUR = "duplicates_in_hour"
+    DUPLICATES_CROSS_HOUR = "duplicates_cross_hour"
+    UNREADABLE_LINES = "unreadable_lines"
+    # the stream driver
+    RECORDS_IN = "records_in"
+    RECORDS_CARRIED_IN = "records_carried_in"
+    RECORDS_CARRIED_OUT = "records_carried_out"
+    RECORDS_QUARANTINED = "records_quarantined"
+    CARRY_SKIPPED_QUARANTINED = "carry_skipped_quarantined"
+    DECODER_FINISH_ERRORS = "decoder_finish_errors"
+    # control records and entries, counted and dropped on purpose
+    HEARTBEATS = "heartbeats"
+    CHECKPOINTS = "checkpoints"
+    ROLLBACKS = "rollbacks"
+    TOMBSTONES = "tombstones"
+    TRANSACTION_MARKERS = "transaction_markers"
+    EMPTY_PACKETS = "empty_packets"
+    GTID_ENTRIES = "gtid_entries"
+    EMPTY_ENVELOPES = "empty_envelopes"
+    # reassembly of segmented envelopes (Tencent)
+    SEGMENTS_REASSEMBLED = "segments_reassembled"
+    ENVELOPES_REASSEMBLED = "envelopes_reassembled"
+    SEGMENTS_ORPHANED = "segments_orphaned"
+    SEGMENTS_CARRIED = "segments_carried"
+    SEQ_GAPS = "seq_gaps"
+    SEQ_MISSING = "seq_missing"
+    # transactions
+    TRANSACTIONS_COMMITTED = "transactions_committed"
+    TRANSACTIONS_CARRIED = "transactions_carried"
+    TRANSACTIONS_ABANDONED = "transactions_abandoned"
+    EVENTS_ABANDONED = "events_abandoned"
+    COMMITS_WITHOUT_BEGIN = "commits_without_begin"
+    # update pairs (DataWorks)
+    SEQUENCE_ID_NOT_NUMERIC = "sequence_id_not_numeric"
+    UPDATE_PAIRS_JOINED = "update_pairs_joined"
+    UPDATE_BEFOR_CARRIED = "update_befor_carried"
+    UPDATE_BEFOR_REPEATED = "update_befor_repeated"
+    UPDATE_AFTER_UNPAIRED = "update_after_unpaired"
+
+
+def non_dml(kind: str) -> str:
+    """A control message the format defines and the merge has no use for (by its kind)."""
+    return f"non_dml_{kind.lower() or 'unknown'}"
+
+
+def quarantined_because(reason: str) -> str:
+    """Quarantined records per reason (the text before the first `:`)."""
+    return "quarantined:" + reason.split(":", 1)[0]
+
+
+def finish_error(err: BaseException) -> str:
+    return f"decoder_finish_error:{err}"
+
+
+def is_detail(name: str) -> bool:
+    """Detail counters are listed per partition but not summed into the totals."""
+    return ":" in name
+
+
+class PartitionCounters(TypedDict):
+    topic: str
+    partition: int
+    records: int
+    bytes: int
+    min_offset: int | None
+    max_offset: int | None
+    duplicates_in_hour: int
+    duplicates_cross_hour: int
+    decoder: dict[str, int]
+    """The stream driver's and the decoder's counters (`Stat` names and details)."""
+
+
+class DecodeCounters(TypedDict):
+    """`_state/<p>/decode/hour=H.json`: written last by the decode stage (its presence = done)."""
+
+    pipeline: str
+    hour: str
+    run_id: str
+    format: str
+    previous_hour_decoded: bool
+    carried_in_available: bool
+    totals: dict[str, int]
+    """`Stat` name -> sum over partitions (detail counters left out)."""
+    events_by_op: dict[str, int]
+    ddl: list[str]
+    quarantine_reasons: dict[str, int]
+    partitions: list[PartitionCounters]
+
+
+def total(counters: DecodeCounters, stat: Stat) -> int:
+    return int(counters["totals"].get(stat, 0))

@@ -1,0 +1,198 @@
+"""Where everything lives on disk, and the one way files are replaced (stdlib only).
+
+This module is the only owner of paths under a pipeline's `raw_path` and `warehouse` (contract
+2.1 and 4); every stage asks it instead of joining folder names itself.
+
+Raw dumps: `<raw_path>/<topic>/dt=YYYY-MM-DD/hour=HH/part-*.parquet|jsonl[.gz]` + `_SUCCESS`.
+
+Warehouse of pipeline `p`:
+- `_state/p/events/hour=H/`, `_state/p/carry/hour=H/`, `_state/p/offsets/hour=H/`: decode
+  outputs (Parquet); `_state/p/schema/hour=H.json` table definitions; `_state/p/decode/hour=H.json`
+  decode counters, written last; `_state/p/_staging/<run>/` a decode run's scratch space.
+- `quarantine/p/hour=H/`: records that could not be decoded.
+- `_state/p/merge/`: `manifest.json` (the merge state in force), `manifests/hour=H.json` (the
+  state each hour left, for rollback), `data/run=<id>/hour=H/_t=<table>/_b=<bucket>/` (state rows),
+  `hours/hour=H.json` (the merge result of an hour).
+- `audit/p/H/`: `report.json`, `report.html`, `reconcile-<table>.json`.
+- `catalog.db` + `iceberg/`: the default Iceberg catalog and its data.
+
+`write_json_atomic` / `write_text_atomic` are the only writers of those JSON files: a unique
+temporary name beside the target, fsync of the file, `os.replace`, fsync of the folder, so a
+reader (or a crash) sees the old file or the new one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+"""The project checkout (pipelines/, jobs/, dags/ beside the package; editable install)."""
+
+
+def hour_text(hour: datetime) -> str:
+    """`YYYY-MM-DDTHH` (UTC), the hour's name in every folder and file below."""
+    return hour.astimezone(UTC).strftime("%Y-%m-%dT%H")
+
+
+def raw_hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
+    """The dump folder of one topic-hour (contract 2.1)."""
+    h = hour.astimezone(UTC)
+    return raw_path / topic / f"dt={h:%Y-%m-%d}" / f"hour={h:%H}"
+
+
+def pipelines_dir() -> Path:
+    """The folder of pipeline YAMLs the DAGs and the UI read (`RECON_PIPELINES_DIR`)."""
+    return Path(os.environ.get("RECON_PIPELINES_DIR", PROJECT_ROOT / "pipelines"))
+
+
+STAGE_JOB = PROJECT_ROOT / "jobs" / "stage.py"
+DEMO_DATA = PROJECT_ROOT / "demo-data"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every path under one pipeline's warehouse."""
+
+    warehouse: Path
+    pipeline: str
+
+    # -- decode -------------------------------------------------------------------------------
+    @property
+    def state(self) -> Path:
+        return self.warehouse / "_state" / self.pipeline
+
+    def events(self, hour: datetime) -> Path:
+        return self.state / "events" / f"hour={hour_text(hour)}"
+
+    def carry(self, hour: datetime) -> Path:
+        return self.state / "carry" / f"hour={hour_text(hour)}"
+
+    @property
+    def offsets_root(self) -> Path:
+        return self.state / "offsets"
+
+    def offsets(self, hour: datetime) -> Path:
+        return self.offsets_root / f"hour={hour_text(hour)}"
+
+    def schema(self, hour: datetime) -> Path:
+        return self.state / "schema" / f"hour={hour_text(hour)}.json"
+
+    def decode_counters(self, hour: datetime) -> Path:
+        return self.state / "decode" / f"hour={hour_text(hour)}.json"
+
+    def staging(self, run_id: str) -> Path:
+        return self.state / "_staging" / run_id
+
+    def quarantine(self, hour: datetime) -> Path:
+        return self.warehouse / "quarantine" / self.pipeline / f"hour={hour_text(hour)}"
+
+    # -- merge --------------------------------------------------------------------------------
+    @property
+    def merge(self) -> Path:
+        return self.state / "merge"
+
+    @property
+    def manifest(self) -> Path:
+        return self.merge / "manifest.json"
+
+    @property
+    def saved_manifests(self) -> Path:
+        return self.merge / "manifests"
+
+    def saved_manifest(self, hour: datetime | str) -> Path:
+        h = hour if isinstance(hour, str) else hour_text(hour)
+        return self.saved_manifests / f"hour={h}.json"
+
+    @property
+    def merge_data(self) -> Path:
+        return self.merge / "data"
+
+    def merge_run(self, run_id: str, hour: datetime) -> Path:
+        """One folder per (run, hour): a run over several hours never overwrites its own."""
+        return self.merge_data / f"run={run_id}" / f"hour={hour_text(hour)}"
+
+    def merge_result(self, hour: datetime) -> Path:
+        return self.merge / "hours" / f"hour={hour_text(hour)}.json"
+
+    # -- audit and tables ---------------------------------------------------------------------
+    @property
+    def audit_root(self) -> Path:
+        return self.warehouse / "audit" / self.pipeline
+
+    def audit(self, hour: datetime) -> Path:
+        return self.audit_root / hour_text(hour)
+
+    def report(self, hour: datetime) -> Path:
+        return self.audit(hour) / "report.json"
+
+    @property
+    def default_catalog_db(self) -> Path:
+        return self.warehouse / "catalog.db"
+
+    @property
+    def default_iceberg(self) -> Path:
+        return self.warehouse / "iceberg"
+
+
+def table_data_run(table_location: Path, run_id: str) -> Path:
+    """Where one publish writes a table's new data files (under the table's own location)."""
+    return table_location / "data" / f"run={run_id}"
+
+
+# -- writing --------------------------------------------------------------------------------------
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: unique temp name, fsync, rename, fsync of the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, doc: Any, indent: int = 2, sort_keys: bool = False) -> None:
+    write_text_atomic(path, json.dumps(doc, indent=indent, sort_keys=sort_keys, default=str))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Make `dst` what `src` holds (an empty folder when `src` does not exist)."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.exists():
+        src.rename(dst)
+    else:
+        dst.mkdir(parents=True)
+
+
+def has_parquet(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("*.parquet"))

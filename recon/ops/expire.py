@@ -1,0 +1,153 @@
+"""`recon expire`: keep a window of history, free the rest.
+
+Every merged hour writes new bucket folders under `_state/<p>/merge/data/` and new Parquet
+files under each published table; nothing is rewritten in place, which is what makes a killed
+run harmless and `recon rollback` possible. Without expiry both grow for ever. This keeps the
+last N hours (counted back from the newest merged hour):
+- merge state: the per-hour saved states older than the window are dropped (rollback reaches
+  back N hours), then every bucket folder no kept state names is deleted;
+- published tables: Iceberg snapshots of hours older than the window are expired (the current
+  one never), then data files no remaining snapshot references are deleted.
+Only folders of hours older than the window are ever deleted, so a merge or publish running at
+the same time (always a newer hour) is never touched. Decoded hours and audit reports are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from recon.config import PipelineConfig
+from recon.errors import ReconError
+from recon.hours import format_hour, parse_hour
+
+_HOUR_DIR = re.compile(r"^hour=(\d{4}-\d{2}-\d{2}T\d{2})$")
+
+
+def _size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else 0
+
+
+def _old_hour_dirs(root: Path, cutoff: str) -> list[Path]:
+    """`<root>/run=*/hour=H/` folders with H before the cutoff."""
+    if not root.is_dir():
+        return []
+    out = []
+    for run in root.iterdir():
+        if run.is_dir() and run.name.startswith("run="):
+            for h in run.iterdir():
+                m = _HOUR_DIR.match(h.name)
+                if m and m.group(1) < cutoff:
+                    out.append(h)
+    return sorted(out)
+
+
+def _drop_empty_parents(dirs: list[Path], stop: Path) -> None:
+    for d in dirs:
+        p = d.parent
+        while p != stop and p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+            p = p.parent
+
+
+def expire_state(cfg: PipelineConfig, cutoff: str) -> dict[str, Any]:
+    from recon.merge.stage import load_manifest, merge_base
+
+    base = merge_base(cfg)
+    saved_dir = base / "manifests"
+    kept = [load_manifest(cfg)]
+    dropped_states = 0
+    for f in sorted(saved_dir.glob("hour=*.json")) if saved_dir.is_dir() else []:
+        if f.stem.removeprefix("hour=") < cutoff:
+            f.unlink()
+            dropped_states += 1
+        else:
+            kept.append(json.loads(f.read_text()))
+    referenced = {
+        (base / f["path"]).resolve()
+        for m in kept
+        for t in m.get("tables", {}).values()
+        for f in t.get("files", {}).values()
+    }
+    removed, freed = [], 0
+    for hour_dir in _old_hour_dirs(base / "data", cutoff):
+        for bucket in sorted(hour_dir.glob("_t=*/_b=*")):
+            if bucket.resolve() not in referenced:
+                freed += _size(bucket)
+                shutil.rmtree(bucket)
+                removed.append(bucket)
+        for t in sorted(hour_dir.glob("_t=*")):
+            if t.is_dir() and not any(p.name.startswith("_b=") for p in t.iterdir()):
+                shutil.rmtree(t)  # only Spark's markers were left
+        if hour_dir.is_dir() and not any(p.name.startswith("_t=") for p in hour_dir.iterdir()):
+            shutil.rmtree(hour_dir)
+            removed.append(hour_dir)
+    _drop_empty_parents(removed, base / "data")
+    return {"saved_states_dropped": dropped_states, "folders_removed": len(removed), "bytes": freed}
+
+
+def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
+    from recon.publish.iceberg import _local, load_table
+
+    table = load_table(cfg, name)
+    current = table.current_snapshot()
+    old = [
+        s.snapshot_id
+        for s in table.snapshots()
+        if (s.summary.additional_properties if s.summary else {}).get("recon.hour", "") < cutoff
+        and (current is None or s.snapshot_id != current.snapshot_id)
+    ]
+    if old:
+        from pyiceberg.exceptions import CommitFailedException
+
+        for attempt in range(3):  # a publish may commit in between: reload and try again
+            try:
+                table.maintenance.expire_snapshots().by_ids(old).commit()
+                break
+            except CommitFailedException:
+                if attempt == 2:
+                    raise
+                table = load_table(cfg, name)
+                old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id in set(old)]
+        table = load_table(cfg, name)
+    live = {
+        str(_local(t.file.file_path))
+        for s in table.snapshots()
+        for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
+    }
+    data = _local(table.location()) / "data"
+    removed, freed = [], 0
+    for hour_dir in _old_hour_dirs(data, cutoff):
+        for f in sorted(hour_dir.rglob("*.parquet")):
+            if str(f) not in live:
+                freed += f.stat().st_size
+                f.unlink()
+        if not any(hour_dir.rglob("*.parquet")):
+            shutil.rmtree(hour_dir)
+            removed.append(hour_dir)
+    _drop_empty_parents(removed, data)
+    return {"snapshots_expired": len(old), "folders_removed": len(removed), "bytes": freed}
+
+
+def expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
+    from recon.merge.stage import load_manifest
+    from recon.publish.iceberg import load_table
+
+    if keep_hours < 1:
+        raise ReconError("--keep-hours must be at least 1 (the newest hour is always kept)")
+    hours = load_manifest(cfg).get("hours", [])
+    if not hours:
+        raise ReconError(f"pipeline {cfg.name} has no merged hour yet; nothing to expire")
+    cutoff = format_hour(parse_hour(hours[-1]) - timedelta(hours=keep_hours - 1))
+    out: dict[str, Any] = {"cutoff": cutoff, "state": expire_state(cfg, cutoff), "tables": {}}
+    for name in cfg.tables:
+        try:
+            load_table(cfg, name)
+        except ReconError:
+            continue  # not published yet
+        out["tables"][name] = expire_table(cfg, name, cutoff)
+    return out
