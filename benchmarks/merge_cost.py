@@ -13,7 +13,6 @@ Run: .venv/bin/python benchmarks/merge_cost.py [--rows 100000 400000] [--changes
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
@@ -27,9 +26,10 @@ import yaml
 from recon.config import load_config
 from recon.core.model import EVENT_SCHEMA
 from recon.core.order import kafka_tail, u64
-from recon.decode.stage import StatePaths
 from recon.hours import format_hour
-from recon.merge.stage import load_manifest, merge_hour
+from recon.layout import write_json_atomic
+from recon.merge.manifest import load_manifest
+from recon.merge.stage import merge_hour
 from recon.spark.session import get_spark
 
 H0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -67,12 +67,12 @@ def _events(start: int, rows: list[tuple[int, str]], op: str) -> pa.Table:
 
 
 def _hour(cfg, hour: datetime, table: pa.Table) -> None:
-    paths = StatePaths(cfg.warehouse, cfg.name)
-    d = paths.events(hour)
+    d = cfg.layout.events(hour)
     d.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, d / "part-00000.parquet")
-    paths.counters(hour).parent.mkdir(parents=True, exist_ok=True)
-    paths.counters(hour).write_text(json.dumps({"pipeline": cfg.name, "hour": format_hour(hour)}))
+    write_json_atomic(
+        cfg.layout.decode_counters(hour), {"pipeline": cfg.name, "hour": format_hour(hour)}
+    )
 
 
 def run(rows: int, changes: int, buckets: int, base: Path) -> dict:

@@ -14,23 +14,12 @@ from typing import Any
 
 import yaml
 
+from recon.audit.rules import FINDINGS
 from recon.core.sqlddl import TableDef, parse_create_table
 from recon.errors import ConfigError
-from recon.formats import FORMATS
+from recon.formats import FORMATS, Format
+from recon.layout import Layout
 
-FINDINGS = (
-    "offset_gap",
-    "duplicate",
-    "quarantined",
-    "orphan_segment",
-    "open_transaction",
-    "seq_gap",
-    "gtid_gap",
-    "reconcile_mismatch",
-    "stale",
-    "balance",
-    "not_merged",
-)
 _NAME_RE = re.compile(r"^[a-z0-9_]+$")
 _TABLE_RE = re.compile(r"^[^.\s]+\.[^.\s]+$")
 _SOURCE_RE = _TABLE_RE  # db.table, where * and ? are wildcards
@@ -90,7 +79,7 @@ class AuditConfig:
 @dataclass(frozen=True)
 class PipelineConfig:
     name: str
-    format: str
+    format: Format
     raw_path: Path
     topics: tuple[str, ...]
     warehouse: Path
@@ -106,6 +95,11 @@ class PipelineConfig:
     @property
     def dag_id(self) -> str:
         return f"recon_{self.name}"
+
+    @property
+    def layout(self) -> Layout:
+        """Every path under this pipeline's warehouse (`recon.layout`)."""
+        return Layout(self.warehouse, self.name)
 
 
 def _fail(path: Path, key: str, msg: str) -> ConfigError:
@@ -222,6 +216,40 @@ def _audit(path: Path, value: Any) -> AuditConfig:
     return AuditConfig(tuple(fail_on), hours)
 
 
+def _name(path: Path, name: Any) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise _fail(
+            path,
+            "name",
+            f"{name!r} is not allowed; use lower-case letters, digits and _ (it becomes DAG id recon_<name>)",
+        )
+    return name
+
+
+def _snapshot(path: Path, snap: Any) -> Path | None:
+    if snap is None:
+        return None
+    if not isinstance(snap, dict) or set(snap) != {"path"}:
+        raise _fail(path, "snapshot", "must be {path: /folder/of/the/snapshot}")
+    return _path(path, "snapshot.path", snap["path"])
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _catalog(path: Path, catalog: Any) -> dict[str, str]:
+    if not isinstance(catalog, dict) or not all(
+        isinstance(k, str) and isinstance(v, (str, int, bool)) for k, v in catalog.items()
+    ):
+        raise _fail(
+            path,
+            "catalog",
+            "must map pyiceberg catalog properties to values, e.g. {type: sql, uri: 'postgresql+psycopg2://...'}",
+        )
+    return {k: str(v) for k, v in catalog.items()}
+
+
 def parse_config(data: Any, path: Path) -> PipelineConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the file must hold a YAML mapping (name: ..., format: ...)")
@@ -236,50 +264,29 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
                 k,
                 "missing; every pipeline needs name, format, raw_path, topics, warehouse, start, tables",
             )
-    name = data["name"]
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise _fail(
-            path,
-            "name",
-            f"{name!r} is not allowed; use lower-case letters, digits and _ (it becomes DAG id recon_<name>)",
-        )
+    name = _name(path, data["name"])
     fmt = data["format"]
     if fmt not in FORMATS:
         raise _fail(path, "format", f"{fmt!r} is not a format; use one of {', '.join(FORMATS)}")
     topics = _str_list(path, "topics", data["topics"])
     if not topics:
         raise _fail(path, "topics", "name at least one topic")
-    snap = data.get("snapshot")
-    snapshot_path = None
-    if snap is not None:
-        if not isinstance(snap, dict) or set(snap) != {"path"}:
-            raise _fail(path, "snapshot", "must be {path: /folder/of/the/snapshot}")
-        snapshot_path = _path(path, "snapshot.path", snap["path"])
-    catalog = data.get("catalog") or {}
-    if not isinstance(catalog, dict) or not all(
-        isinstance(k, str) and isinstance(v, (str, int, bool)) for k, v in catalog.items()
-    ):
-        raise _fail(
-            path,
-            "catalog",
-            "must map pyiceberg catalog properties to values, e.g. {type: sql, uri: 'postgresql+psycopg2://...'}",
-        )
+    snapshot_path = _snapshot(path, data.get("snapshot"))
+    catalog = _catalog(path, data.get("catalog") or {})
     buckets = data.get("buckets", 16)
-    if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 4096:
+    if not _whole(buckets) or not 1 <= buckets <= 4096:
         raise _fail(path, "buckets", "must be a whole number from 1 to 4096 (default 16)")
     retention = data.get("retention_hours")
-    if retention is not None and (
-        not isinstance(retention, int) or isinstance(retention, bool) or retention < 1
-    ):
+    if retention is not None and (not _whole(retention) or retention < 1):
         raise _fail(
             path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
         )
     return PipelineConfig(
-        catalog={k: str(v) for k, v in catalog.items()},
+        catalog=catalog,
         buckets=buckets,
         retention_hours=retention,
         name=name,
-        format=fmt,
+        format=fmt,  # checked against FORMATS above
         raw_path=_path(path, "raw_path", data["raw_path"]),
         topics=topics,
         warehouse=_path(path, "warehouse", data["warehouse"]),

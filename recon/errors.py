@@ -11,3 +11,23 @@ class ConfigError(ReconError):
 
 class DecodeError(Exception):
     """One raw record cannot be decoded; the message is the quarantine reason."""
+
+
+class NotDecodedError(ReconError):
+    """A stage needs an hour the decode stage has not finished."""
+
+
+class NotMergedError(ReconError):
+    """A stage needs an hour the merge stage has not finished."""
+
+
+class TableNotPublishedError(ReconError):
+    """A table has no published version yet."""
+
+
+class NoVersionAtHourError(ReconError):
+    """A table has no published version at or before the hour asked for."""
+
+
+class NoSavedStateError(ReconError):
+    """The merge state of an hour was not kept (or lost its files): rollback cannot restore it."""

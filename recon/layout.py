@@ -27,10 +27,12 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The project checkout (pipelines/, jobs/, dags/ beside the package; editable install)."""
@@ -155,13 +157,15 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: unique temp name, fsync, rename, fsync of the folder."""
+@contextmanager
+def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file that replaces `path` when the block ends without an error: unique temp
+    name beside it, fsync, `os.replace`, fsync of the folder. On an error `path` is untouched."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -169,6 +173,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` (see `atomic_writer`)."""
+    with atomic_writer(path) as f:
+        f.write(data)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -7,10 +7,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-VECTORS = ROOT.parent / "shared" / "cdc-vectors"
+VECTORS = ROOT / "tests" / "data" / "cdc-vectors"  # copied in, with its README and sources
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/e2e/ runs spark-submit or Airflow end to end: marked `slow`."""
+    for item in items:
+        if "/tests/e2e/" in str(item.path):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

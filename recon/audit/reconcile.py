@@ -16,14 +16,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from recon.audit.report import load_report, with_findings, write_report
+from recon.audit.rules import finding
 from recon.config import PipelineConfig
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+from recon.layout import has_parquet
+from recon.merge.snapshot import load_watermark, read_snapshot_folder
+from recon.publish.iceberg import load_table, snapshot_for_hour
 
 SAMPLES = 5
 _NUMERIC_LOGICAL = ("int", "uint", "decimal", "float", "year")
@@ -31,9 +37,6 @@ _NUMERIC_LOGICAL = ("int", "uint", "decimal", "float", "year")
 
 def _text(name: str, dtype: Any, logical: str) -> Column:
     """One column as canonical text (the same for a published value and a source value)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
     c = F.col("`" + name.replace("`", "``") + "`")
     if isinstance(dtype, T.BinaryType):
         return F.base64(c)
@@ -56,8 +59,6 @@ def _text(name: str, dtype: Any, logical: str) -> Column:
 
 def _canonical(df: DataFrame, cols: list[str], pk: list[str], logical: dict[str, str]) -> DataFrame:
     """(key, h, row) per row: key text, row hash, and the row as a text map for samples."""
-    from pyspark.sql import functions as F
-
     types = {f.name: f.dataType for f in df.schema.fields}
     missing = [c for c in cols if c not in types]
     if missing:
@@ -77,8 +78,6 @@ def _canonical(df: DataFrame, cols: list[str], pk: list[str], logical: dict[str,
 
 
 def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | None) -> dict:
-    from recon.publish.iceberg import load_table, snapshot_for_hour
-
     table = load_table(cfg, name)
     snap_id = snapshot_for_hour(table, hour) if hour else None
     snap = table.snapshot_by_id(snap_id) if snap_id is not None else table.current_snapshot()
@@ -96,8 +95,6 @@ def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | 
     )
     for c in cols:
         if c not in df.columns:
-            from pyspark.sql import functions as F
-
             df = df.withColumn(c, F.lit(None).cast("string"))  # added after these files
     return {
         "df": df,
@@ -110,9 +107,6 @@ def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | 
 
 
 def _source_snapshot(spark: SparkSession, path: Path, name: str) -> tuple[DataFrame, dict]:
-    from recon.core.watermark import load_watermark
-    from recon.merge.stage import read_snapshot_folder
-
     folder = path / name
     df = read_snapshot_folder(spark, folder)
     if df is None:
@@ -176,16 +170,11 @@ def _in_flight(
 ) -> DataFrame | None:
     """Keys (as `key` text) the stream changes after the compared version, or that the source's
     point has not reached: their difference is expected, not a mismatch."""
-    from pyspark.sql import functions as F
-
-    from recon.decode.stage import StatePaths
-
-    paths = StatePaths(cfg.warehouse, cfg.name)
-    root = paths.base / "events"
+    root = cfg.layout.state / "events"
     if not root.is_dir() or not pk:
         return None
     db, tbl = name.split(".", 1)
-    dirs = sorted(d for d in root.glob("hour=*") if any(d.glob("*.parquet")))
+    dirs = sorted(d for d in root.glob("hour=*") if has_parquet(d))
     if not dirs:
         return None
     ev = spark.read.parquet(*[str(d) for d in dirs]).withColumn(
@@ -220,8 +209,6 @@ def reconcile_table(
     as_of_hour: str | None = None,
     buckets: int = 64,
 ) -> dict[str, Any]:
-    from pyspark.sql import functions as F
-
     if name not in cfg.tables:
         raise ReconError(
             f"{name} is not a table of pipeline {cfg.name}; use one of {', '.join(cfg.tables)}"
@@ -242,13 +229,7 @@ def reconcile_table(
     bucket = F.pmod(F.xxhash64("key"), F.lit(buckets)).alias("b")
     t, s = t.select(bucket, "*"), s.select(bucket, "*")
 
-    def sums(df: DataFrame) -> dict[int, tuple[int, int]]:
-        rows = df.groupBy("b").agg(
-            F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("ck")
-        )
-        return {int(r["b"]): (int(r["n"]), int(r["ck"] or 0)) for r in rows.collect()}
-
-    ts, ss = sums(t), sums(s)
+    ts, ss = _bucket_sums(t), _bucket_sums(s)
     differing = sorted(b for b in set(ts) | set(ss) if ts.get(b) != ss.get(b))
     result: dict[str, Any] = {
         "table": name,
@@ -269,94 +250,101 @@ def reconcile_table(
         td = t.where(F.col("b").isin(differing))
         sd = s.where(F.col("b").isin(differing))
         if pk:
-            j = (
-                td.alias("t")
-                .join(sd.alias("s"), "key", "full_outer")
-                .select(
-                    "key",
-                    F.col("t.h").alias("th"),
-                    F.col("s.h").alias("sh"),
-                    F.col("t.row").alias("trow"),
-                    F.col("s.row").alias("srow"),
-                )
-            )
-            j = j.where(F.col("th").isNull() | F.col("sh").isNull() | (F.col("th") != F.col("sh")))
-            cls = (
-                F.when(F.col("th").isNull(), "missing")
-                .when(F.col("sh").isNull(), "extra")
-                .otherwise("different")
-            )
-            j = j.withColumn("kind", cls)
             flight = _in_flight(spark, cfg, name, pk, pub["hour"], wm)
-            if flight is not None:
-                j = j.join(flight.withColumn("_f", F.lit(True)), "key", "left")
-            else:
-                j = j.withColumn("_f", F.lit(None).cast("boolean"))
-            j = j.withColumn("kind", F.when(F.col("_f"), "in_flight").otherwise(F.col("kind")))
+            diffs = _keyed_diffs(td, sd, flight)
         else:
-            tc = td.groupBy("key").agg(F.count("*").alias("tn"), F.first("row").alias("trow"))
-            sc = sd.groupBy("key").agg(F.count("*").alias("sn"), F.first("row").alias("srow"))
-            j = (
-                tc.join(sc, "key", "full_outer")
-                .withColumn("d", F.coalesce("sn", F.lit(0)) - F.coalesce("tn", F.lit(0)))
-                .where(F.col("d") != 0)
-                .withColumn("kind", F.when(F.col("d") > 0, "missing").otherwise("extra"))
-            )
-        counts = {
-            r["kind"]: int(r["n"]) for r in j.groupBy("kind").agg(F.count("*").alias("n")).collect()
-        }
-        for k in ("missing", "extra", "different", "in_flight"):
-            result[k] = counts.get(k, 0)
-        for k in ("missing", "extra", "different"):
-            for r in j.where(F.col("kind") == k).limit(SAMPLES).collect():
-                result["samples"][k].append(
-                    {
-                        "key": r["key"],
-                        "table": dict(r["trow"]) if r["trow"] is not None else None,
-                        "source": dict(r["srow"]) if r["srow"] is not None else None,
-                    }
-                )
+            diffs = _multiset_diffs(td, sd)
+        _count_and_sample(diffs, result)
     result["mismatches"] = result["missing"] + result["extra"] + result["different"]
     return result
 
 
+def _bucket_sums(df: DataFrame) -> dict[int, tuple[int, int]]:
+    """(rows, checksum) per bucket: one scan."""
+    rows = df.groupBy("b").agg(
+        F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("ck")
+    )
+    return {int(r["b"]): (int(r["n"]), int(r["ck"] or 0)) for r in rows.collect()}
+
+
+def _keyed_diffs(td: DataFrame, sd: DataFrame, flight: DataFrame | None) -> DataFrame:
+    """Rows of a keyed table that differ, by kind (in flight apart)."""
+    j = (
+        td.alias("t")
+        .join(sd.alias("s"), "key", "full_outer")
+        .select(
+            "key",
+            F.col("t.h").alias("th"),
+            F.col("s.h").alias("sh"),
+            F.col("t.row").alias("trow"),
+            F.col("s.row").alias("srow"),
+        )
+    )
+    j = j.where(F.col("th").isNull() | F.col("sh").isNull() | (F.col("th") != F.col("sh")))
+    cls = (
+        F.when(F.col("th").isNull(), "missing")
+        .when(F.col("sh").isNull(), "extra")
+        .otherwise("different")
+    )
+    j = j.withColumn("kind", cls)
+    if flight is not None:
+        j = j.join(flight.withColumn("_f", F.lit(True)), "key", "left")
+    else:
+        j = j.withColumn("_f", F.lit(None).cast("boolean"))
+    return j.withColumn("kind", F.when(F.col("_f"), "in_flight").otherwise(F.col("kind")))
+
+
+def _multiset_diffs(td: DataFrame, sd: DataFrame) -> DataFrame:
+    """Rows of a keyless table whose copies differ in number."""
+    tc = td.groupBy("key").agg(F.count("*").alias("tn"), F.first("row").alias("trow"))
+    sc = sd.groupBy("key").agg(F.count("*").alias("sn"), F.first("row").alias("srow"))
+    return (
+        tc.join(sc, "key", "full_outer")
+        .withColumn("d", F.coalesce("sn", F.lit(0)) - F.coalesce("tn", F.lit(0)))
+        .where(F.col("d") != 0)
+        .withColumn("kind", F.when(F.col("d") > 0, "missing").otherwise("extra"))
+    )
+
+
+def _count_and_sample(diffs: DataFrame, result: dict[str, Any]) -> None:
+    counts = {
+        r["kind"]: int(r["n"]) for r in diffs.groupBy("kind").agg(F.count("*").alias("n")).collect()
+    }
+    for k in ("missing", "extra", "different", "in_flight"):
+        result[k] = counts.get(k, 0)
+    for k in ("missing", "extra", "different"):
+        for r in diffs.where(F.col("kind") == k).limit(SAMPLES).collect():
+            result["samples"][k].append(
+                {
+                    "key": r["key"],
+                    "table": dict(r["trow"]) if r["trow"] is not None else None,
+                    "source": dict(r["srow"]) if r["srow"] is not None else None,
+                }
+            )
+
+
 def attach_to_report(cfg: PipelineConfig, result: dict[str, Any]) -> Path | None:
     """Add the comparison to the report of the compared hour (re-deciding its verdict)."""
-    from datetime import datetime
-
-    from recon.audit.report import audit_dir, write_report
-
     hour_text = result.get("published_hour")
     if not hour_text:
         return None
     hour = parse_hour(hour_text, "hour")
-    d = audit_dir(cfg, hour if isinstance(hour, datetime) else hour)
-    p = d / "report.json"
-    if not p.is_file():
+    if not cfg.layout.report(hour).is_file():
         return None
-    report = json.loads(p.read_text())
+    report = load_report(cfg, hour)
     rec = report.get("reconcile") or {}
     rec[result["table"]] = result
     report["reconcile"] = rec
-    report["findings"] = [
-        f
-        for f in report["findings"]
-        if not (f["kind"] == "reconcile_mismatch" and f.get("table") == result["table"])
-    ]
+    new = []
     if result["mismatches"]:
-        report["findings"].append(
-            {
-                "kind": "reconcile_mismatch",
-                "table": result["table"],
-                "message": (
-                    f"against {result['source']['kind']}: {result['missing']} missing, "
-                    f"{result['extra']} extra, {result['different']} different rows "
-                    f"({result['in_flight']} in flight not counted)"
-                ),
-                "severity": "fail" if "reconcile_mismatch" in report["fail_on"] else "warn",
-            }
+        new.append(
+            finding(
+                "reconcile_mismatch",
+                f"against {result['source']['kind']}: {result['missing']} missing, "
+                f"{result['extra']} extra, {result['different']} different rows "
+                f"({result['in_flight']} in flight not counted)",
+                table=result["table"],
+            )
         )
-    sev = [f["severity"] for f in report["findings"]]
-    report["verdict"] = "fail" if "fail" in sev else ("warn" if sev else "pass")
-    write_report(cfg, hour, report)
-    return d
+    with_findings(report, "reconcile_mismatch", result["table"], new)
+    return write_report(cfg, hour, report)

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from recon.core.values import b64
 from recon.errors import DecodeError
 
 
@@ -172,62 +173,66 @@ def apply_alter_table(sql: str, tdef: TableDef) -> tuple[str | None, str, TableD
     db, tbl = split_qualified(m.group(1))
     new = TableDef(list(tdef.columns), dict(tdef.types), list(tdef.primary_key))
     for clause in _split_top(m.group(2)):
-        c = clause.strip()
-        low = c.lower()
-        if re.match(r"add\s+(column\s+)?\(", low):
-            inner = c[c.index("(") + 1 : c.rindex(")")]
-            for part in _split_top(inner):
-                col = _column_def(part)
-                if col:
-                    _add(new, col[0], col[1], None)
-            continue
-        am = re.match(
-            r"add\s+(?:column\s+)?(?!(?:primary|key|index|unique|constraint|foreign|"
-            r"fulltext|spatial|check)\b)(.*)$",
-            c,
-            re.I | re.S,
-        )
-        if am:
-            rest = am.group(1)
-            col = _column_def(rest)
-            if col:
-                after = None
-                pm = re.search(rf"\bafter\s+({_IDENT})\s*$", rest, re.I)
-                if pm:
-                    after = unquote_ident(pm.group(1))
-                elif re.search(r"\bfirst\s*$", rest, re.I):
-                    after = ""
-                _add(new, col[0], col[1], after)
-            continue
-        dm = re.match(
-            rf"drop\s+(?:column\s+)?(?!(?:primary|key|index|foreign|check|constraint)\b)"
-            rf"({_IDENT})",
-            c,
-            re.I,
-        )
-        if dm:
-            name = unquote_ident(dm.group(1))
-            if name in new.types:
-                new.columns.remove(name)
-                del new.types[name]
-            continue
-        mm = re.match(r"modify\s+(?:column\s+)?(.*)$", c, re.I | re.S)
-        if mm:
-            col = _column_def(mm.group(1))
-            if col and col[0] in new.types:
-                new.types[col[0]] = col[1]
-            continue
-        cm = re.match(rf"change\s+(?:column\s+)?({_IDENT})\s+(.*)$", c, re.I | re.S)
-        if cm:
-            old = unquote_ident(cm.group(1))
-            col = _column_def(cm.group(2))
-            if col and old in new.types:
-                i = new.columns.index(old)
-                new.columns[i] = col[0]
-                del new.types[old]
-                new.types[col[0]] = col[1]
-                new.primary_key = [col[0] if k == old else k for k in new.primary_key]
+        _alter_clause(new, clause.strip())
     return db, tbl, new
+
+
+_ADD_RE = re.compile(
+    r"add\s+(?:column\s+)?(?!(?:primary|key|index|unique|constraint|foreign|"
+    r"fulltext|spatial|check)\b)(.*)$",
+    re.I | re.S,
+)
+_DROP_RE = re.compile(
+    rf"drop\s+(?:column\s+)?(?!(?:primary|key|index|foreign|check|constraint)\b)({_IDENT})", re.I
+)
+_MODIFY_RE = re.compile(r"modify\s+(?:column\s+)?(.*)$", re.I | re.S)
+_CHANGE_RE = re.compile(rf"change\s+(?:column\s+)?({_IDENT})\s+(.*)$", re.I | re.S)
+
+
+def _alter_clause(new: TableDef, c: str) -> None:
+    """Apply one clause of an ALTER TABLE to `new` (clauses it does not know change nothing)."""
+    if re.match(r"add\s+(column\s+)?\(", c.lower()):
+        inner = c[c.index("(") + 1 : c.rindex(")")]
+        for part in _split_top(inner):
+            col = _column_def(part)
+            if col:
+                _add(new, col[0], col[1], None)
+    elif am := _ADD_RE.match(c):
+        _add_one(new, am.group(1))
+    elif dm := _DROP_RE.match(c):
+        name = unquote_ident(dm.group(1))
+        if name in new.types:
+            new.columns.remove(name)
+            del new.types[name]
+    elif mm := _MODIFY_RE.match(c):
+        col = _column_def(mm.group(1))
+        if col and col[0] in new.types:
+            new.types[col[0]] = col[1]
+    elif cm := _CHANGE_RE.match(c):
+        _change(new, unquote_ident(cm.group(1)), cm.group(2))
+
+
+def _add_one(new: TableDef, rest: str) -> None:
+    col = _column_def(rest)
+    if not col:
+        return
+    after = None
+    pm = re.search(rf"\bafter\s+({_IDENT})\s*$", rest, re.I)
+    if pm:
+        after = unquote_ident(pm.group(1))
+    elif re.search(r"\bfirst\s*$", rest, re.I):
+        after = ""
+    _add(new, col[0], col[1], after)
+
+
+def _change(new: TableDef, old: str, rest: str) -> None:
+    col = _column_def(rest)
+    if col and old in new.types:
+        i = new.columns.index(old)
+        new.columns[i] = col[0]
+        del new.types[old]
+        new.types[col[0]] = col[1]
+        new.primary_key = [col[0] if k == old else k for k in new.primary_key]
 
 
 def _add(tdef: TableDef, name: str, mysql_type: str, after: str | None) -> None:
@@ -293,8 +298,6 @@ def parse_sql_literal(text: str | None) -> tuple[str | None, bool]:
             out.append(ch)
             i += 1
         return "".join(out), False
-    from recon.core.values import b64
-
     hm = re.fullmatch(r"[xX]'([0-9a-fA-F]*)'|0x([0-9a-fA-F]+)", t)
     if hm:
         hexs = hm.group(1) if hm.group(1) is not None else hm.group(2)

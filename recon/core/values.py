@@ -37,6 +37,25 @@ INTEGER_LOGICAL = frozenset(
 )
 
 
+_BINARY_NAMES = (
+    "binary varbinary blob tinyblob mediumblob longblob geometry point linestring polygon "
+    "multipoint multilinestring multipolygon geometrycollection"
+).split()
+_TEXT_NAMES = "char varchar text tinytext mediumtext longtext nchar nvarchar".split()
+# MySQL type names whose logical type needs no length or sign
+_SIMPLE_TYPES: dict[str, str] = {
+    "float": "float32",
+    "double": "float64",
+    "real": "float64",
+    "bool": "int8",
+    "boolean": "int8",
+    **{n: "string" for n in _TEXT_NAMES},
+    **{n: "binary" for n in _BINARY_NAMES},
+    **{n: n for n in ("bit", "json", "enum", "set", "date", "datetime", "timestamp", "time")},
+    "year": "year",
+}
+
+
 def mysql_logical_type(mysql_type: str | None) -> str:
     """Logical type of a MySQL column type text, e.g. `int(11) unsigned` -> uint32."""
     if not mysql_type:
@@ -58,59 +77,7 @@ def mysql_logical_type(mysql_type: str | None) -> str:
             p = int(bits[0]) if bits[0].isdigit() else 10
             s = int(bits[1]) if len(bits) > 1 and bits[1].isdigit() else 0
         return f"decimal({p},{s})"
-    if name == "float":
-        return "float32"
-    if name in ("double", "real"):
-        return "float64"
-    if name in ("bool", "boolean"):
-        return "int8"
-    if name == "bit":
-        return "bit"
-    if name in (
-        "char",
-        "varchar",
-        "text",
-        "tinytext",
-        "mediumtext",
-        "longtext",
-        "nchar",
-        "nvarchar",
-    ):
-        return "string"
-    if name in (
-        "binary",
-        "varbinary",
-        "blob",
-        "tinyblob",
-        "mediumblob",
-        "longblob",
-        "geometry",
-        "point",
-        "linestring",
-        "polygon",
-        "multipoint",
-        "multilinestring",
-        "multipolygon",
-        "geometrycollection",
-    ):
-        return "binary"
-    if name == "json":
-        return "json"
-    if name == "enum":
-        return "enum"
-    if name == "set":
-        return "set"
-    if name == "date":
-        return "date"
-    if name == "datetime":
-        return "datetime"
-    if name == "timestamp":
-        return "timestamp"
-    if name == "time":
-        return "time"
-    if name == "year":
-        return "year"
-    return "unknown"
+    return _SIMPLE_TYPES.get(name, "unknown")
 
 
 def b64(data: bytes) -> str:

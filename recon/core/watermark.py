@@ -12,10 +12,8 @@ A change none of the rules can place is applied (counted as `not_comparable` by 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from recon.core.order import binlog_file_number
@@ -141,17 +139,10 @@ def parse_gtid_set(
     return mysql, mariadb
 
 
-def load_watermark(snapshot_path: Path) -> Watermark:
-    path = snapshot_path / "_watermark.json"
-    if not path.is_file():
-        raise ConfigError(
-            f"{path}: missing; an out-of-band snapshot needs its consistent point, e.g. "
-            '{"gtid_set": "uuid:1-100"} or {"binlog": {"file": "mysql-bin.000003", "pos": 154}}'
-        )
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err}); fix the file") from None
+def watermark_from_doc(d: Any, where: str) -> Watermark:
+    """A snapshot's `_watermark.json` document (already parsed) as a Watermark; `where` names
+    the file in errors."""
+    path = where
     if not isinstance(d, dict):
         raise ConfigError(f"{path}: must hold a JSON object with gtid_set, binlog or sequence_id")
     mysql: dict[str, tuple[tuple[int, int], ...]] = {}
@@ -159,7 +150,7 @@ def load_watermark(snapshot_path: Path) -> Watermark:
     if d.get("gtid_set"):
         if not isinstance(d["gtid_set"], str):
             raise ConfigError(f'{path}: gtid_set must be text, e.g. "uuid:1-100"')
-        mysql, mariadb = parse_gtid_set(d["gtid_set"], str(path))
+        mysql, mariadb = parse_gtid_set(d["gtid_set"], path)
     binlog = None
     binlog_file = None
     if d.get("binlog") is not None:
@@ -184,4 +175,4 @@ def load_watermark(snapshot_path: Path) -> Watermark:
         raise ConfigError(
             f"{path}: names no consistent point; give gtid_set, binlog or sequence_id/seq_id"
         )
-    return Watermark(mysql, mariadb, binlog, binlog_file, sequence, d.get("taken_at"), str(path))
+    return Watermark(mysql, mariadb, binlog, binlog_file, sequence, d.get("taken_at"), path)

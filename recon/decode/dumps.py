@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from recon.errors import ReconError
-from recon.hours import dump_partition, format_hour
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+from recon.hours import format_hour
+from recon.layout import raw_hour_folder
 
 JSONL_SCHEMA = (
     "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp BIGINT, "
@@ -34,13 +34,8 @@ class HourFiles:
     jsonl: tuple[str, ...]
 
 
-def hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
-    dt, hh = dump_partition(hour)
-    return raw_path / topic / f"dt={dt}" / f"hour={hh}"
-
-
 def list_hour(raw_path: Path, topic: str, hour: datetime) -> HourFiles:
-    folder = hour_folder(raw_path, topic, hour)
+    folder = raw_hour_folder(raw_path, topic, hour)
     if not folder.is_dir():
         return HourFiles(topic, folder, False, (), ())
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
@@ -71,88 +66,76 @@ def read_hour(spark: SparkSession, files: list[HourFiles]) -> tuple[DataFrame, D
     records: topic, partition, offset, key, value, ts_ms, headers, carried=false, skip=0.
     unreadable: topic, file, line (text).
     """
-    from pyspark.sql import functions as F
-
-    frames = []
-    bad_frames = []
+    records = spark.createDataFrame([], RAW_DDL)
+    unreadable = spark.createDataFrame([], "topic string, file string, line string")
     for hf in files:
         if hf.parquet:
-            df = spark.read.option("mergeSchema", "true").parquet(*hf.parquet)
-            cols = set(df.columns)
-            headers = (
-                F.col("headers").cast("array<struct<key:string,value:binary>>")
-                if "headers" in cols
-                else F.lit(None).cast("array<struct<key:string,value:binary>>")
-            )
-            ts = (
-                (F.col("timestamp").cast("timestamp").cast("double") * 1000).cast("long")
-                if "timestamp" in cols
-                else F.lit(None).cast("long")
-            )
-            frames.append(
-                df.select(
-                    F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
-                    F.col("partition").cast("int").alias("partition"),
-                    F.col("offset").cast("long").alias("offset"),
-                    F.col("key").cast("binary").alias("key"),
-                    F.col("value").cast("binary").alias("value"),
-                    ts.alias("ts_ms"),
-                    headers.alias("headers"),
-                )
-            )
+            records = records.unionByName(_read_parquet(spark, hf))
         if hf.jsonl:
-            raw = (
-                spark.read.schema(JSONL_SCHEMA)
-                .option("mode", "PERMISSIVE")
-                .option("columnNameOfCorruptRecord", "_corrupt")
-                .json(list(hf.jsonl))
-            )
-            ok = raw.where(
-                F.col("_corrupt").isNull()
-                & F.col("partition").isNotNull()
-                & F.col("offset").isNotNull()
-            )
-            bad = raw.where(
-                F.col("_corrupt").isNotNull()
-                | F.col("partition").isNull()
-                | F.col("offset").isNull()
-            )
-            frames.append(
-                ok.select(
-                    F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
-                    F.col("partition"),
-                    F.col("offset"),
-                    F.unbase64("key").alias("key"),
-                    F.unbase64("value").alias("value"),
-                    F.col("timestamp").alias("ts_ms"),
-                    F.transform(
-                        "headers",
-                        lambda h: F.struct(
-                            h["key"].alias("key"), F.unbase64(h["value"]).alias("value")
-                        ),
-                    ).alias("headers"),
-                )
-            )
-            bad_frames.append(
-                bad.select(
-                    F.lit(hf.topic).alias("topic"),
-                    F.input_file_name().alias("file"),
-                    F.coalesce(
-                        F.col("_corrupt"),
-                        F.to_json(F.struct(*[c for c in raw.columns if c != "_corrupt"])),
-                    ).alias("line"),
-                )
-            )
-    empty = spark.createDataFrame(
-        [],
-        "topic string, partition int, offset long, key binary, "
-        "value binary, ts_ms long, headers array<struct<key:string,value:binary>>",
-    )
-    records = empty
-    for f in frames:
-        records = records.unionByName(f)
+            ok, bad = _read_jsonl(spark, hf)
+            records = records.unionByName(ok)
+            unreadable = unreadable.unionByName(bad)
     records = records.withColumn("carried", F.lit(False)).withColumn("skip", F.lit(0))
-    bad_all = spark.createDataFrame([], "topic string, file string, line string")
-    for b in bad_frames:
-        bad_all = bad_all.unionByName(b)
-    return records, bad_all
+    return records, unreadable
+
+
+RAW_DDL = (
+    "topic string, partition int, offset long, key binary, "
+    "value binary, ts_ms long, headers array<struct<key:string,value:binary>>"
+)
+_HEADERS = "array<struct<key:string,value:binary>>"
+
+
+def _read_parquet(spark: SparkSession, hf: HourFiles) -> DataFrame:
+    """Parquet dumps in Spark's Kafka source schema (some columns may be missing)."""
+    df = spark.read.option("mergeSchema", "true").parquet(*hf.parquet)
+    cols = set(df.columns)
+    headers = F.col("headers") if "headers" in cols else F.lit(None)
+    ts = (
+        (F.col("timestamp").cast("timestamp").cast("double") * 1000).cast("long")
+        if "timestamp" in cols
+        else F.lit(None).cast("long")
+    )
+    return df.select(
+        F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
+        F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("long").alias("offset"),
+        F.col("key").cast("binary").alias("key"),
+        F.col("value").cast("binary").alias("value"),
+        ts.alias("ts_ms"),
+        headers.cast(_HEADERS).alias("headers"),
+    )
+
+
+def _read_jsonl(spark: SparkSession, hf: HourFiles) -> tuple[DataFrame, DataFrame]:
+    """JSON Lines dumps (base64 key/value/headers): (readable records, unreadable lines)."""
+    raw = (
+        spark.read.schema(JSONL_SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", "_corrupt")
+        .json(list(hf.jsonl))
+    )
+    readable = (
+        F.col("_corrupt").isNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
+    )
+    ok = raw.where(readable).select(
+        F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.unbase64("key").alias("key"),
+        F.unbase64("value").alias("value"),
+        F.col("timestamp").alias("ts_ms"),
+        F.transform(
+            "headers",
+            lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value")),
+        ).alias("headers"),
+    )
+    bad = raw.where(~readable).select(
+        F.lit(hf.topic).alias("topic"),
+        F.input_file_name().alias("file"),
+        F.coalesce(
+            F.col("_corrupt"),
+            F.to_json(F.struct(*[c for c in raw.columns if c != "_corrupt"])),
+        ).alias("line"),
+    )
+    return ok, bad

@@ -1,92 +1,51 @@
 """The `decode` stage of one pipeline-hour: raw dumps -> canonical events, quarantine, carry.
 
-Writes (under the pipeline's warehouse; contract 4):
-- `_state/<pipeline>/events/hour=H/`      canonical events of the hour (Parquet)
-- `_state/<pipeline>/carry/hour=H/`       raw records carried to hour H+1 (open segments,
-                                          transactions, unpaired update halves)
-- `_state/<pipeline>/offsets/hour=H/`     offset intervals seen in H, for cross-hour dedupe
-- `_state/<pipeline>/schema/hour=H.json`  table definitions after H (for formats without names)
-- `_state/<pipeline>/decode/hour=H.json`  counters; written last, so its presence means done
-- `quarantine/<pipeline>/hour=H/`          records that could not be decoded: bytes + reason
+Writes (paths from `recon.layout`; contract 4): the hour's events, the raw records carried to the
+next hour (open segments, transactions, unpaired update halves), the offset intervals seen (for
+later hours' dedupe), the table definitions after the hour, the quarantine (bytes + reason) and,
+last, the counters (`DecodeCounters`): their presence means the hour is decoded.
 
-Every output of an hour is replaced as a whole, so re-running an hour converges.
+Every output of an hour is replaced as a whole, so re-running an hour converges. Only
+aggregates reach the driver, never records.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef, apply_alter_table, parse_create_table
 from recon.decode.base import DecodeContext
 from recon.decode.dumps import check_complete, list_hour, read_hour
-from recon.hours import format_hour
+from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
+from recon.decode.stream import decode_stream
+from recon.layout import Layout, has_parquet, hour_text, read_json, replace_dir, write_json_atomic
+from recon.spark.session import arrow_ddl
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-
-@dataclass(frozen=True)
-class StatePaths:
-    root: Path
-    pipeline: str
-
-    @property
-    def base(self) -> Path:
-        return self.root / "_state" / self.pipeline
-
-    def events(self, hour: datetime) -> Path:
-        return self.base / "events" / f"hour={format_hour(hour)}"
-
-    def carry(self, hour: datetime) -> Path:
-        return self.base / "carry" / f"hour={format_hour(hour)}"
-
-    def offsets_root(self) -> Path:
-        return self.base / "offsets"
-
-    def offsets(self, hour: datetime) -> Path:
-        return self.offsets_root() / f"hour={format_hour(hour)}"
-
-    def schema(self, hour: datetime) -> Path:
-        return self.base / "schema" / f"hour={format_hour(hour)}.json"
-
-    def counters(self, hour: datetime) -> Path:
-        return self.base / "decode" / f"hour={format_hour(hour)}.json"
-
-    def quarantine(self, hour: datetime) -> Path:
-        return self.root / "quarantine" / self.pipeline / f"hour={format_hour(hour)}"
-
-    def staging(self, run_id: str) -> Path:
-        return self.base / "_staging" / run_id
+PartitionKey = tuple[str, int]
 
 
-def spark_ddl(schema: Any) -> str:
-    """Arrow schema -> Spark DDL for mapInArrow."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return str(from_arrow_schema(schema).simpleString())[len("struct<") : -1]
-
-
-def table_defs_before(
-    cfg: PipelineConfig, paths: StatePaths, hour: datetime
-) -> dict[str, TableDef]:
+def table_defs_before(cfg: PipelineConfig, hour: datetime) -> dict[str, TableDef]:
     """Table definitions in force at the start of `hour`: config, then the previous hour's state."""
     defs: dict[str, TableDef] = {}
     for name, t in cfg.tables.items():
         tdef = t.table_def()
         if tdef is not None:
             defs[name] = tdef
-    prev = paths.schema(hour - timedelta(hours=1))
+    prev = cfg.layout.schema(hour - timedelta(hours=1))
     if prev.is_file():
-        for name, d in json.loads(prev.read_text())["tables"].items():
+        for name, d in read_json(prev)["tables"].items():
             defs[name] = TableDef.from_json(d)
     return defs
 
@@ -112,26 +71,28 @@ def fold_ddl(defs: dict[str, TableDef], ddls: list[tuple[str, str, str]]) -> dic
     return out
 
 
-def _replace_dir(src: Path, dst: Path) -> None:
-    if dst.exists():
-        shutil.rmtree(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if src.exists():
-        src.rename(dst)
-    else:
-        dst.mkdir(parents=True)
+@dataclass
+class _Input:
+    """The hour's raw records, what was counted about them, and what goes into the decoders."""
+
+    records: DataFrame
+    unreadable: DataFrame
+    distinct: DataFrame
+    stats: dict[PartitionKey, dict[str, Any]]
+    cross_dups: dict[PartitionKey, int]
+    to_decode: DataFrame
+    carried_in_available: bool
 
 
-def _earlier_offset_dirs(paths: StatePaths, hour: datetime) -> list[str]:
-    root = paths.offsets_root()
-    if not root.is_dir():
-        return []
-    mine = f"hour={format_hour(hour)}"
-    return sorted(
-        str(p)
-        for p in root.iterdir()
-        if p.is_dir() and p.name.startswith("hour=") and p.name < mine and any(p.glob("*.parquet"))
-    )
+@dataclass
+class _Decoded:
+    """What the decoders produced, as aggregates read back from the staged output."""
+
+    stats: dict[PartitionKey, dict[str, int]]
+    events_by_op: dict[str, int]
+    ddls: list[tuple[str, str, str]]
+    quarantine_reasons: dict[str, int]
+    unreadable_lines: int
 
 
 def decode_hour(
@@ -140,21 +101,38 @@ def decode_hour(
     hour: datetime,
     run_id: str | None = None,
     allow_incomplete: bool = False,
-) -> dict[str, Any]:
+) -> DecodeCounters:
     """Run the decode stage for one hour; returns the counters it also writes."""
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     run_id = run_id or uuid.uuid4().hex[:12]
-    paths = StatePaths(cfg.warehouse, cfg.name)
+    layout = cfg.layout
     files = [list_hour(cfg.raw_path, t, hour) for t in cfg.topics]
     check_complete(files, hour, allow_incomplete)
+    inp = _read_input(spark, cfg, hour, files)
+    staging = layout.staging(run_id)
+    if staging.exists():
+        shutil.rmtree(staging)
+    _decode_to_staging(spark, cfg, hour, inp, staging)
+    decoded = _read_staged(spark, inp, staging)
+    _write_offset_intervals(inp.distinct, staging / "offsets")
+    _publish_outputs(layout, hour, staging)
+    inp.records.unpersist()
+    defs = fold_ddl(table_defs_before(cfg, hour), decoded.ddls)
+    write_json_atomic(
+        layout.schema(hour), {"tables": {k: v.to_json() for k, v in sorted(defs.items())}}
+    )
+    counters = _counters(cfg, hour, run_id, inp, decoded)
+    write_json_atomic(layout.decode_counters(hour), counters)
+    shutil.rmtree(staging, ignore_errors=True)
+    return counters
+
+
+def _read_input(
+    spark: SparkSession, cfg: PipelineConfig, hour: datetime, files: list[Any]
+) -> _Input:
     records, unreadable = read_hour(spark, files)
     records = records.persist(StorageLevel.MEMORY_AND_DISK)
-
     # input counters per (topic, partition): aggregates only, never the data
-    input_stats = {
+    stats = {
         (r["topic"], r["partition"]): r.asDict()
         for r in records.groupBy("topic", "partition")
         .agg(
@@ -166,116 +144,130 @@ def decode_hour(
         )
         .collect()
     }
-
     distinct = records.dropDuplicates(["topic", "partition", "offset"])
-    earlier = _earlier_offset_dirs(paths, hour)
-    if earlier:
-        iv = spark.read.parquet(*earlier).select("topic", "partition", "lo", "hi")
-        cond = (
-            (distinct["topic"] == iv["topic"])
-            & (distinct["partition"] == iv["partition"])
-            & distinct["offset"].between(iv["lo"], iv["hi"])
-        )
-        seen = distinct.join(F.broadcast(iv), cond, "left_semi")
-        cross_dups = {
-            (r["topic"], r["partition"]): r["n"]
-            for r in seen.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
-        }
-        fresh = distinct.join(F.broadcast(iv), cond, "left_anti")
-    else:
-        cross_dups = {}
-        fresh = distinct
+    fresh, cross_dups = _drop_seen_offsets(spark, cfg.layout, hour, distinct)
+    carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
+    carried_in = has_parquet(carry_dir)
+    to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
+    return _Input(records, unreadable, distinct, stats, cross_dups, to_decode, carried_in)
 
-    prev_hour = hour - timedelta(hours=1)
-    carry_dir = paths.carry(prev_hour)
-    carried_in_available = carry_dir.is_dir() and any(carry_dir.glob("*.parquet"))
-    to_decode = fresh
-    if carried_in_available:
-        carried = spark.read.parquet(str(carry_dir)).select(
-            "topic",
-            "partition",
-            "offset",
-            F.col("raw_key").alias("key"),
-            F.col("raw_value").alias("value"),
-            F.col("raw_ts_ms").alias("ts_ms"),
-            F.col("raw_headers").alias("headers"),
-            F.lit(True).alias("carried"),
-            "skip",
-        )
-        to_decode = to_decode.unionByName(carried)
 
+def _earlier_offset_dirs(layout: Layout, hour: datetime) -> list[str]:
+    root = layout.offsets_root
+    if not root.is_dir():
+        return []
+    mine = f"hour={hour_text(hour)}"
+    return sorted(
+        str(p)
+        for p in root.iterdir()
+        if p.name.startswith("hour=") and p.name < mine and has_parquet(p)
+    )
+
+
+def _drop_seen_offsets(
+    spark: SparkSession, layout: Layout, hour: datetime, distinct: DataFrame
+) -> tuple[DataFrame, dict[PartitionKey, int]]:
+    """Records whose offset an earlier hour already read are duplicates: drop and count them."""
+    earlier = _earlier_offset_dirs(layout, hour)
+    if not earlier:
+        return distinct, {}
+    iv = spark.read.parquet(*earlier).select("topic", "partition", "lo", "hi")
+    cond = (
+        (distinct["topic"] == iv["topic"])
+        & (distinct["partition"] == iv["partition"])
+        & distinct["offset"].between(iv["lo"], iv["hi"])
+    )
+    seen = distinct.join(F.broadcast(iv), cond, "left_semi")
+    cross_dups = {
+        (r["topic"], r["partition"]): r["n"]
+        for r in seen.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
+    }
+    return distinct.join(F.broadcast(iv), cond, "left_anti"), cross_dups
+
+
+def _carried_records(spark: SparkSession, carry_dir: Path) -> DataFrame:
+    """The previous hour's carried records, in the raw record shape, marked as carried."""
+    return spark.read.parquet(str(carry_dir)).select(
+        "topic",
+        "partition",
+        "offset",
+        F.col("raw_key").alias("key"),
+        F.col("raw_value").alias("value"),
+        F.col("raw_ts_ms").alias("ts_ms"),
+        F.col("raw_headers").alias("headers"),
+        F.lit(True).alias("carried"),
+        "skip",
+    )
+
+
+def _decode_to_staging(
+    spark: SparkSession, cfg: PipelineConfig, hour: datetime, inp: _Input, staging: Path
+) -> None:
+    """One decoder per (topic, partition), in offset order; output partitioned by row kind."""
     ctx = DecodeContext(
-        tables=table_defs_before(cfg, paths, hour),
+        tables=table_defs_before(cfg, hour),
         primary_keys={n: list(t.primary_key) for n, t in cfg.tables.items() if t.primary_key},
     )
     fmt = cfg.format
 
-    def decode_partition(batches):
-        from recon.decode.stream import decode_stream
-
+    def decode_partition(batches: Any) -> Any:
         yield from decode_stream(batches, fmt, ctx)
 
     n_parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 8))
     decoded = (
-        to_decode.repartition(n_parts, "topic", "partition")
+        inp.to_decode.repartition(n_parts, "topic", "partition")
         .sortWithinPartitions("topic", "partition", "offset")
-        .mapInArrow(decode_partition, spark_ddl(OUTPUT_SCHEMA))
+        .mapInArrow(decode_partition, arrow_ddl(OUTPUT_SCHEMA))
     )
-
-    staging = paths.staging(run_id)
-    if staging.exists():
-        shutil.rmtree(staging)
     decoded.write.partitionBy("kind").parquet(str(staging))
-    n_unreadable = unreadable.count()
-    if n_unreadable:
-        out_cols = [f.name for f in OUTPUT_SCHEMA]
-        bad = unreadable.select(
-            F.lit("quarantine").alias("kind"),
-            "topic",
-            F.lit(-1).alias("partition"),
-            F.lit(-1).cast("long").alias("offset"),
-            F.concat(F.lit("unreadable dump line in "), F.col("file")).alias("reason"),
-            F.encode("line", "UTF-8").alias("raw_value"),
-        )
-        for f in OUTPUT_SCHEMA:
-            if f.name not in bad.columns:
-                bad = bad.withColumn(f.name, F.lit(None).cast(decoded.schema[f.name].dataType))
-        bad.select(*out_cols).write.mode("append").partitionBy("kind").parquet(str(staging))
+    _stage_unreadable(inp.unreadable, decoded, staging)
 
+
+def _stage_unreadable(unreadable: DataFrame, decoded: DataFrame, staging: Path) -> None:
+    """Dump lines that could not be read at all join the quarantine, with their text."""
+    bad = unreadable.select(
+        F.lit("quarantine").alias("kind"),
+        "topic",
+        F.lit(-1).alias("partition"),
+        F.lit(-1).cast("long").alias("offset"),
+        F.concat(F.lit("unreadable dump line in "), F.col("file")).alias("reason"),
+        F.encode("line", "UTF-8").alias("raw_value"),
+    )
+    for f in OUTPUT_SCHEMA:
+        if f.name not in bad.columns:
+            bad = bad.withColumn(f.name, F.lit(None).cast(decoded.schema[f.name].dataType))
+    out_cols = [f.name for f in OUTPUT_SCHEMA]
+    bad.select(*out_cols).write.mode("append").partitionBy("kind").parquet(str(staging))
+
+
+def _read_staged(spark: SparkSession, inp: _Input, staging: Path) -> _Decoded:
     def part(kind: str) -> Path:
         return staging / f"kind={kind}"
 
-    stats: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
+    stats: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
     if part("stat").exists():
-        for r in (
-            spark.read.parquet(str(part("stat")))
-            .select("topic", "partition", "stat", "n")
-            .collect()
-        ):
+        rows = spark.read.parquet(str(part("stat"))).select("topic", "partition", "stat", "n")
+        for r in rows.collect():
             stats[(r["topic"], r["partition"])][r["stat"]] = int(r["n"])
-    ddls: list[tuple[str, str, str]] = []
     events_by_op: dict[str, int] = {}
+    ddls: list[tuple[str, str, str]] = []
     if part("event").exists():
         ev = spark.read.parquet(str(part("event")))
-        events_by_op = {
-            r["op"]: int(r["n"]) for r in ev.groupBy("op").agg(F.count("*").alias("n")).collect()
-        }
-        ddls = [
-            (r["db"], r["tbl"], r["ddl"])
-            for r in ev.where(F.col("op") == "ddl")
-            .orderBy("order_key")
-            .select("db", "tbl", "ddl")
-            .collect()
-        ]
-    quarantine_reasons: dict[str, int] = {}
+        counts = ev.groupBy("op").agg(F.count("*").alias("n")).collect()
+        events_by_op = {r["op"]: int(r["n"]) for r in counts}
+        ddl_rows = ev.where(F.col("op") == "ddl").orderBy("order_key").select("db", "tbl", "ddl")
+        ddls = [(r["db"], r["tbl"], r["ddl"]) for r in ddl_rows.collect()]
+    reasons: dict[str, int] = {}
     if part("quarantine").exists():
         q = spark.read.parquet(str(part("quarantine")))
-        quarantine_reasons = {
-            r["reason"]: int(r["n"])
-            for r in q.groupBy("reason").agg(F.count("*").alias("n")).collect()
-        }
+        counts = q.groupBy("reason").agg(F.count("*").alias("n")).collect()
+        reasons = {r["reason"]: int(r["n"]) for r in counts}
+    unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
+    return _Decoded(stats, events_by_op, ddls, reasons, unreadable)
 
-    # offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe
+
+def _write_offset_intervals(distinct: DataFrame, out: Path) -> None:
+    """Offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe."""
     w = Window.partitionBy("topic", "partition").orderBy("offset")
     intervals = (
         distinct.select("topic", "partition", "offset")
@@ -284,68 +276,74 @@ def decode_hour(
         .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
         .drop("island")
     )
-    off_stage = staging / "offsets"
-    intervals.coalesce(1).write.parquet(str(off_stage))
+    intervals.coalesce(1).write.parquet(str(out))
 
-    _replace_dir(part("event"), paths.events(hour))
-    _replace_dir(part("carry"), paths.carry(hour))
-    _replace_dir(part("quarantine"), paths.quarantine(hour))
-    _replace_dir(off_stage, paths.offsets(hour))
-    records.unpersist()
 
-    defs = fold_ddl(table_defs_before(cfg, paths, hour), ddls)
-    schema_file = paths.schema(hour)
-    schema_file.parent.mkdir(parents=True, exist_ok=True)
-    schema_file.write_text(
-        json.dumps({"tables": {k: v.to_json() for k, v in sorted(defs.items())}}, indent=2)
-    )
+def _publish_outputs(layout: Layout, hour: datetime, staging: Path) -> None:
+    replace_dir(staging / "kind=event", layout.events(hour))
+    replace_dir(staging / "kind=carry", layout.carry(hour))
+    replace_dir(staging / "kind=quarantine", layout.quarantine(hour))
+    replace_dir(staging / "offsets", layout.offsets(hour))
 
-    partitions: list[dict[str, Any]] = []
-    for key in sorted(set(input_stats) | set(stats)):
-        i = input_stats.get(key, {})
-        s = stats.get(key, {})
-        partitions.append(
-            {
-                "topic": key[0],
-                "partition": key[1],
-                "records": int(i.get("records") or 0),
-                "bytes": int(i.get("bytes") or 0),
-                "min_offset": i.get("min_offset"),
-                "max_offset": i.get("max_offset"),
-                "duplicates_in_hour": int((i.get("records") or 0) - (i.get("distinct") or 0)),
-                "duplicates_cross_hour": int(cross_dups.get(key, 0)),
-                "decoder": dict(sorted(s.items())),
-            }
+
+def _partition_counters(
+    key: PartitionKey, counted: dict[str, Any], decoder: dict[str, int], cross_dups: int
+) -> PartitionCounters:
+    records = int(counted.get("records") or 0)
+    return {
+        "topic": key[0],
+        "partition": key[1],
+        "records": records,
+        "bytes": int(counted.get("bytes") or 0),
+        "min_offset": counted.get("min_offset"),
+        "max_offset": counted.get("max_offset"),
+        "duplicates_in_hour": records - int(counted.get("distinct") or 0),
+        "duplicates_cross_hour": int(cross_dups),
+        "decoder": dict(sorted(decoder.items())),
+    }
+
+
+def _counters(
+    cfg: PipelineConfig, hour: datetime, run_id: str, inp: _Input, decoded: _Decoded
+) -> DecodeCounters:
+    partitions = [
+        _partition_counters(
+            key, inp.stats.get(key, {}), decoded.stats.get(key, {}), inp.cross_dups.get(key, 0)
         )
+        for key in sorted(set(inp.stats) | set(decoded.stats))
+    ]
     totals: dict[str, int] = defaultdict(int)
     for p in partitions:
-        for k in ("records", "bytes", "duplicates_in_hour", "duplicates_cross_hour"):
-            totals[k] += int(p[k])
-        for k, v in p["decoder"].items():
-            if ":" not in k:
-                totals[k] += v
-    totals["unreadable_lines"] = n_unreadable
-    counters = {
+        for stat in (
+            Stat.RECORDS,
+            Stat.BYTES,
+            Stat.DUPLICATES_IN_HOUR,
+            Stat.DUPLICATES_CROSS_HOUR,
+        ):
+            totals[stat] += int(p[stat.value])  # type: ignore[literal-required]
+        for name, v in p["decoder"].items():
+            if not is_detail(name):
+                totals[name] += v
+    totals[Stat.UNREADABLE_LINES] = decoded.unreadable_lines
+    return {
         "pipeline": cfg.name,
-        "hour": format_hour(hour),
+        "hour": hour_text(hour),
         "run_id": run_id,
         "format": cfg.format,
-        "previous_hour_decoded": paths.counters(prev_hour).is_file(),
-        "carried_in_available": carried_in_available,
-        "totals": dict(sorted(totals.items())),
-        "events_by_op": dict(sorted(events_by_op.items())),
-        "ddl": [sql for _, _, sql in ddls],
-        "quarantine_reasons": dict(sorted(quarantine_reasons.items())),
+        "previous_hour_decoded": cfg.layout.decode_counters(hour - timedelta(hours=1)).is_file(),
+        "carried_in_available": inp.carried_in_available,
+        "totals": {str(k): v for k, v in sorted(totals.items())},
+        "events_by_op": dict(sorted(decoded.events_by_op.items())),
+        "ddl": [sql for _, _, sql in decoded.ddls],
+        "quarantine_reasons": dict(sorted(decoded.quarantine_reasons.items())),
         "partitions": partitions,
     }
-    cfile = paths.counters(hour)
-    cfile.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cfile.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(counters, indent=2, default=str))
-    tmp.replace(cfile)
-    shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_counters(cfg: PipelineConfig, hour: datetime) -> DecodeCounters:
+    counters: DecodeCounters = read_json(cfg.layout.decode_counters(hour))
     return counters
 
 
 def read_events(spark: SparkSession, cfg: PipelineConfig, hour: datetime) -> DataFrame:
-    return spark.read.parquet(str(StatePaths(cfg.warehouse, cfg.name).events(hour)))
+    return spark.read.parquet(str(cfg.layout.events(hour)))

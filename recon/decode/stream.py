@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from recon.core.model import OUTPUT_SCHEMA, RawRecord
+from recon.core.model import OUTPUT_SCHEMA, RAW_SCHEMA, RawRecord
 from recon.decode.base import DecodeContext, Sink, StreamDecoder
 from recon.decode.stats import Stat, finish_error
 from recon.formats import FORMAT_SPECS, load_object
@@ -53,67 +53,88 @@ def _drain(sink: Sink, carry: list[RawRecord]) -> list[dict[str, object]]:
     return rows
 
 
+class _StreamDriver:
+    """Feeds each (topic, partition) stream, in offset order, to a decoder of its own."""
+
+    def __init__(self, fmt: str, ctx: DecodeContext) -> None:
+        self.cls: type[StreamDecoder] = load_object(FORMAT_SPECS[fmt].decoder)
+        self.ctx = ctx
+        self.sink = Sink()
+        self.current: tuple[str, int] | None = None
+        self.dec: StreamDecoder | None = None
+        self.carry: list[RawRecord] = []
+
+    def feed(self, rec: RawRecord) -> None:
+        key = (rec.topic, rec.partition)
+        if key != self.current or self.dec is None:
+            self.finish()
+            self.current = key
+            self.dec = self.cls(self.ctx, self.sink)
+        self.sink.count(rec, Stat.RECORDS_CARRIED_IN if rec.carried else Stat.RECORDS_IN)
+        try:
+            self.dec.feed(rec)
+        except Exception as err:  # noqa: BLE001 - a decoder bug quarantines, never crashes
+            self.sink.bad(rec, f"decoder error: {type(err).__name__}: {err}")
+
+    def finish(self) -> None:
+        """End of the current stream: what its decoder carries to the next hour."""
+        if self.dec is None or self.current is None:
+            return
+        topic, partition = self.current
+        try:
+            out = self.dec.finish()
+        except Exception as err:  # a decoder bug must not lose records: count it
+            out = []
+            self.sink.stats[(topic, partition, Stat.DECODER_FINISH_ERRORS)] += 1
+            self.sink.stats[(topic, partition, finish_error(err))] += 1
+        # a record quarantined this hour is accounted for: carrying it too would decode it
+        # (and quarantine it) again next hour, counting it twice
+        for r in out:
+            if (r.topic, r.partition, r.offset) in self.sink.quarantined:
+                self.sink.count(r, Stat.CARRY_SKIPPED_QUARANTINED)
+                continue
+            self.sink.count(r, Stat.RECORDS_CARRIED_OUT)
+            self.carry.append(r)
+        self.sink.quarantined.clear()
+        self.dec = None
+
+    def drain(self) -> list[dict[str, object]]:
+        return _drain(self.sink, self.carry)
+
+    def stat_rows(self) -> list[dict[str, object]]:
+        return [
+            {"kind": "stat", "topic": topic, "partition": partition, "stat": stat, "n": n}
+            for (topic, partition, stat), n in sorted(self.sink.stats.items())
+        ]
+
+
+def _records(batch: pa.RecordBatch) -> Iterator[RawRecord]:
+    cols = {n: batch.column(n).to_pylist() for n in _RAW_NAMES}
+    for i in range(batch.num_rows):
+        yield RawRecord(
+            topic=cols["topic"][i],
+            partition=cols["partition"][i],
+            offset=cols["offset"][i],
+            key=cols["key"][i],
+            value=cols["value"][i],
+            ts_ms=cols["ts_ms"][i],
+            headers=cols["headers"][i],
+            carried=bool(cols["carried"][i]),
+            skip=cols["skip"][i] or 0,
+        )
+
+
 def decode_stream(
     batches: Iterable[pa.RecordBatch], fmt: str, ctx: DecodeContext
 ) -> Iterator[pa.RecordBatch]:
-    sink = Sink()
-    cls: type[StreamDecoder] = load_object(FORMAT_SPECS[fmt].decoder)
-    current: tuple[str, int] | None = None
-    dec: StreamDecoder | None = None
-    carry: list[RawRecord] = []
-
-    def finish(d: StreamDecoder) -> None:
-        try:
-            out = d.finish()
-        except Exception as err:  # a decoder bug must not lose records: quarantine them
-            out = []
-            sink.stats[(current[0], current[1], Stat.DECODER_FINISH_ERRORS)] += 1  # type: ignore[index]
-            sink.stats[(current[0], current[1], finish_error(err))] += 1  # type: ignore[index]
-        # a record quarantined this hour is accounted for: carrying it too would decode it
-        # (and quarantine it) again next hour, counting it twice
-        kept = []
-        for r in out:
-            if (r.topic, r.partition, r.offset) in sink.quarantined:
-                sink.count(r, Stat.CARRY_SKIPPED_QUARANTINED)
-                continue
-            sink.count(r, Stat.RECORDS_CARRIED_OUT)
-            kept.append(r)
-        out = kept
-        sink.quarantined.clear()
-        carry.extend(out)
-
+    driver = _StreamDriver(fmt, ctx)
     for batch in batches:
-        cols = {n: batch.column(n).to_pylist() for n in _RAW_NAMES}
-        for i in range(batch.num_rows):
-            key = (cols["topic"][i], cols["partition"][i])
-            if key != current:
-                if dec is not None:
-                    finish(dec)
-                current = key
-                dec = cls(ctx, sink)
-            rec = RawRecord(
-                topic=key[0],
-                partition=key[1],
-                offset=cols["offset"][i],
-                key=cols["key"][i],
-                value=cols["value"][i],
-                ts_ms=cols["ts_ms"][i],
-                headers=cols["headers"][i],
-                carried=bool(cols["carried"][i]),
-                skip=cols["skip"][i] or 0,
-            )
-            sink.count(rec, Stat.RECORDS_CARRIED_IN if rec.carried else Stat.RECORDS_IN)
-            try:
-                dec.feed(rec)  # type: ignore[union-attr]
-            except Exception as err:  # noqa: BLE001 - a decoder bug quarantines, never crashes
-                sink.bad(rec, f"decoder error: {type(err).__name__}: {err}")
-        if len(sink.events) + len(sink.quarantine) >= _FLUSH_ROWS:
-            yield pa.RecordBatch.from_pylist(_drain(sink, carry), schema=OUTPUT_SCHEMA)
-    if dec is not None:
-        finish(dec)
-    rows = _drain(sink, carry)
-    for (topic, partition, stat), n in sorted(sink.stats.items()):
-        rows.append({"kind": "stat", "topic": topic, "partition": partition, "stat": stat, "n": n})
+        for rec in _records(batch):
+            driver.feed(rec)
+        if len(driver.sink.events) + len(driver.sink.quarantine) >= _FLUSH_ROWS:
+            yield pa.RecordBatch.from_pylist(driver.drain(), schema=OUTPUT_SCHEMA)
+    driver.finish()
+    rows = driver.drain() + driver.stat_rows()
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=OUTPUT_SCHEMA)
 
@@ -122,8 +143,6 @@ def decode_records(
     records: list[RawRecord], fmt: str, ctx: DecodeContext | None = None
 ) -> pa.Table:
     """Decode an in-memory list of records (sorted here), for tests and small tools."""
-    from recon.core.model import RAW_SCHEMA
-
     recs = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
     batch = pa.RecordBatch.from_pylist(
         [{n: getattr(r, n) for n in _RAW_NAMES} for r in recs], schema=RAW_SCHEMA

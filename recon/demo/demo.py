@@ -14,7 +14,9 @@ import gzip
 import json
 import random
 import shutil
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +24,20 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recon.audit.report import load_report
+from recon.config import PipelineConfig, load_config
 from recon.core.model import RawRecord
+from recon.decode.stage import read_counters
+from recon.decode.stats import Stat
 from recon.demo import sample
+from recon.demo.airflow_local import airflow_env, dags_test, migrate
 from recon.errors import ReconError
-from recon.formats import FORMAT_SPECS
+from recon.formats import FORMAT_SPECS, FORMATS
 from recon.hours import dump_partition, format_hour
 from recon.layout import DEMO_DATA, PROJECT_ROOT
+from recon.merge.stage import read_merge_result
+from recon.ops.run import HourResult, run_hours
+from recon.publish.export import export_rows, render_value
 
 DEMO_START = datetime(2026, 11, 20, 0, tzinfo=UTC)
 PIPELINES = PROJECT_ROOT / "pipelines"  # the demo pipelines (not RECON_PIPELINES_DIR)
@@ -200,26 +210,61 @@ def _straddle_last_envelope(recs: list[RawRecord], first_hour: datetime) -> None
         r.ts_ms = end_ms + 500
 
 
-def _results_from_files(cfg: Any, hours: list[datetime]) -> list[dict[str, Any]]:
+def _results_from_files(cfg: PipelineConfig, hours: list[datetime]) -> list[HourResult]:
     """What `run_hours` returns, read back from what the DAG's stages wrote."""
-    from recon.audit.report import load_report
-    from recon.decode.stage import StatePaths
+    return [
+        {
+            "hour": format_hour(h),
+            "decode": read_counters(cfg, h),
+            "merge": read_merge_result(cfg, h),
+            "audit": load_report(cfg, h),
+        }
+        for h in hours
+    ]
 
-    paths = StatePaths(cfg.warehouse, cfg.name)
-    out = []
-    for h in hours:
-        c = json.loads(paths.counters(h).read_text())
-        merge_file = paths.base / "merge" / "hours" / f"hour={format_hour(h)}.json"
-        c["merge"] = json.loads(merge_file.read_text())
-        c["audit"] = load_report(cfg, h)
-        out.append(c)
-    return out
+
+@dataclass
+class _Outcome:
+    cfg: PipelineConfig
+    totals: dict[str, int]
+    events: int
+    rows: int
+    same: bool
+    verdicts: list[str]
+
+
+def _run_pipeline(
+    fmt: str, facts: dict[str, Any], env: dict[str, str] | None, expected: list[dict[str, Any]]
+) -> _Outcome:
+    """One demo pipeline through its DAG (or `recon run`), compared with the source."""
+    path = PIPELINES / f"demo_{fmt}.yaml"
+    cfg = load_config(path)
+    first, last = format_hour(facts["hours"][0]), format_hour(facts["hours"][-1])
+    if env is not None:
+        log = DEMO_DATA / "airflow" / "runs" / f"recon_{cfg.name}.log"
+        print(f"demo: airflow dags test recon_{cfg.name} (hours {first}..{last}) ...")
+        state = dags_test(env, f"recon_{cfg.name}", first, last, log)
+        if state != "success":
+            raise ReconError(f"demo: DAG run of recon_{cfg.name} ended {state}; see {log}")
+        results = _results_from_files(cfg, facts["hours"])
+    else:
+        results = run_hours(str(path), first, last)
+    tot: dict[str, int] = {}
+    for r in results:
+        for k, v in r["decode"]["totals"].items():
+            tot[k] = tot.get(k, 0) + int(v)
+    got = [_comparable(r) for r in export_rows(cfg, "shop.orders")]
+    return _Outcome(
+        cfg,
+        tot,
+        sum(sum(r["decode"]["events_by_op"].values()) for r in results),
+        results[-1]["merge"]["tables"]["shop.orders"]["rows_after"],
+        got == expected,
+        [r["audit"]["verdict"] for r in results],
+    )
 
 
 def run_demo(hours: int, via_airflow: bool = True) -> None:
-    from recon.config import load_config
-    from recon.ops.run import run_hours
-
     root = DEMO_DATA
     facts = make_demo_data(root, hours)
     first, last = format_hour(facts["hours"][0]), format_hour(facts["hours"][-1])
@@ -227,72 +272,49 @@ def run_demo(hours: int, via_airflow: bool = True) -> None:
         f"demo: {facts['transactions']} source transactions over {hours} hours "
         f"({first} .. {last}), encoded in 6 formats under {root / 'raw'}"
     )
-    from recon.publish.iceberg import export_rows
-
     expected = _expected_rows(sample.final_state(sample.workload(DEMO_START, hours)))
-    summary = []
     env = None
     if via_airflow:
-        from recon.demo.airflow_local import airflow_env, migrate
-
         env = airflow_env(root / "airflow", PIPELINES)
         print(f"demo: Airflow home {root / 'airflow'} (SQLite); `airflow db migrate` ...")
         migrate(env)
-    for fmt in sample.ENCODERS:
-        path = PIPELINES / f"demo_{fmt}.yaml"
-        cfg = load_config(path)
-        if env is not None:
-            from recon.demo.airflow_local import dags_test
+    summary = [_run_pipeline(fmt, facts, env, expected) for fmt in FORMATS]
+    _print_summary(summary, last, via_airflow)
+    if not all(o.same for o in summary):
+        raise ReconError("demo: a published table differs from the source's final state")
+    failed = [o.cfg.name for o in summary if "fail" in o.verdicts]
+    if failed:
+        raise ReconError(f"demo: audit verdict fail for {', '.join(failed)}; see its reports")
 
-            log = root / "airflow" / "runs" / f"recon_{cfg.name}.log"
-            print(f"demo: airflow dags test recon_{cfg.name} (hours {first}..{last}) ...")
-            state = dags_test(env, f"recon_{cfg.name}", first, last, log)
-            if state != "success":
-                raise ReconError(f"demo: DAG run of recon_{cfg.name} ended {state}; see {log}")
-            results = _results_from_files(cfg, facts["hours"])
-        else:
-            results = run_hours(str(path), first, last, quiet=True)
-        tot: dict[str, int] = {}
-        ops: dict[str, int] = {}
-        for c in results:
-            for k, v in c["totals"].items():
-                tot[k] = tot.get(k, 0) + int(v)
-            for k, v in c["events_by_op"].items():
-                ops[k] = ops.get(k, 0) + int(v)
-        merged = results[-1]["merge"]["tables"]["shop.orders"]
-        got = [_comparable(r) for r in export_rows(cfg, "shop.orders")]
-        same = got == expected
-        verdicts = [c["audit"]["verdict"] for c in results]
-        summary.append((cfg, tot, ops, merged, same, verdicts))
+
+def _print_summary(summary: list[_Outcome], last: str, via_airflow: bool) -> None:
     print()
     print(
         f"{'pipeline':<22}{'records':>8}{'dups':>6}{'events':>8}{'quarant.':>9}"
         f"{'rows':>6}  {'vs source':<10} verdict per hour"
     )
-    for cfg, tot, ops, merged, same, verdicts in summary:
+    for o in summary:
+        t = o.totals
+        dups = t.get(Stat.DUPLICATES_IN_HOUR, 0) + t.get(Stat.DUPLICATES_CROSS_HOUR, 0)
+        quarantined = t.get(Stat.RECORDS_QUARANTINED, 0) + t.get(Stat.UNREADABLE_LINES, 0)
         print(
-            f"{cfg.name:<22}{tot.get('records', 0):>8}"
-            f"{tot.get('duplicates_in_hour', 0) + tot.get('duplicates_cross_hour', 0):>6}"
-            f"{sum(ops.values()):>8}"
-            f"{tot.get('records_quarantined', 0) + tot.get('unreadable_lines', 0):>9}"
-            f"{merged['rows_after']:>6}  {'equal' if same else 'DIFFERENT':<10} "
-            + " ".join(verdicts)
+            f"{o.cfg.name:<22}{t.get(Stat.RECORDS, 0):>8}{dups:>6}{o.events:>8}{quarantined:>9}"
+            f"{o.rows:>6}  {'equal' if o.same else 'DIFFERENT':<10} " + " ".join(o.verdicts)
         )
-    wh = summary[0][0].warehouse
+    wh = summary[0].cfg.warehouse
+    demo_yaml = "pipelines/demo_canal_pb.yaml"
     print()
     print(f"published tables: Iceberg, catalog {wh}/catalog.db (tables <pipeline>.shop.orders)")
     print(
-        "  read one:       recon export --pipeline pipelines/demo_canal_pb.yaml --table shop.orders --out orders.jsonl"
+        f"  read one:       recon export --pipeline {demo_yaml} --table shop.orders --out orders.jsonl"
     )
-    print(
-        "  its versions:   recon history --pipeline pipelines/demo_canal_pb.yaml --table shop.orders"
-    )
+    print(f"  its versions:   recon history --pipeline {demo_yaml} --table shop.orders")
     print(f"table state:      {wh}/_state/<pipeline>/merge/manifest.json")
     print(f"quarantine:       {wh}/quarantine/<pipeline>/hour=<H>/")
-    if env is not None:
-        print(f"DAG runs:         recon_<pipeline> logs in {root / 'airflow' / 'runs'}/")
+    if via_airflow:
+        print(f"DAG runs:         recon_<pipeline> logs in {DEMO_DATA / 'airflow' / 'runs'}/")
     print(f"audit reports:    {wh}/audit/<pipeline>/<hour>/report.html (and report.json)")
-    print(f"  in a terminal:  recon report --pipeline pipelines/demo_canal_pb.yaml --hour {last}")
+    print(f"  in a terminal:  recon report --pipeline {demo_yaml} --hour {last}")
     print(
         "  in Airflow's UI: `make airflow`, log in at http://localhost:8080, then Browse > Recon "
         "audit (or a DAG's / DAG run's audit tab)"
@@ -301,18 +323,9 @@ def run_demo(hours: int, via_airflow: bool = True) -> None:
         "  (warn: duplicates the sample delivers twice on purpose; DataWorks' garbage record is "
         "quarantined, a warning by that pipeline's audit.fail_on)"
     )
-    if not all(s[4] for s in summary):
-        raise ReconError("demo: a published table differs from the source's final state")
-    failed = [s[0].name for s in summary if "fail" in s[5]]
-    if failed:
-        raise ReconError(f"demo: audit verdict fail for {', '.join(failed)}; see its reports")
 
 
 def _expected_rows(state: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    from decimal import Decimal
-
-    from recon.publish.iceberg import render_value
-
     def value(v: Any) -> Any:  # shop.orders.amount is DECIMAL(10,2): the source keeps 2 places
         return render_value(v.quantize(Decimal("0.01")) if isinstance(v, Decimal) else v)
 

@@ -14,16 +14,21 @@ the same time (always a newer hour) is never touched. Decoded hours and audit re
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pyiceberg.exceptions import CommitFailedException
+
 from recon.config import PipelineConfig
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
+from recon.layout import read_json
+from recon.merge.manifest import Manifest, load_manifest
+from recon.ops.rollback import is_published
+from recon.publish.iceberg import load_table, local_path
 
 _HOUR_DIR = re.compile(r"^hour=(\d{4}-\d{2}-\d{2}T\d{2})$")
 
@@ -55,23 +60,21 @@ def _drop_empty_parents(dirs: list[Path], stop: Path) -> None:
 
 
 def expire_state(cfg: PipelineConfig, cutoff: str) -> dict[str, Any]:
-    from recon.merge.stage import load_manifest, merge_base
-
-    base = merge_base(cfg)
-    saved_dir = base / "manifests"
-    kept = [load_manifest(cfg)]
+    base = cfg.layout.merge
+    saved_dir = cfg.layout.saved_manifests
+    kept: list[Manifest] = [load_manifest(cfg)]
     dropped_states = 0
     for f in sorted(saved_dir.glob("hour=*.json")) if saved_dir.is_dir() else []:
         if f.stem.removeprefix("hour=") < cutoff:
             f.unlink()
             dropped_states += 1
         else:
-            kept.append(json.loads(f.read_text()))
+            kept.append(read_json(f))
     referenced = {
         (base / f["path"]).resolve()
         for m in kept
-        for t in m.get("tables", {}).values()
-        for f in t.get("files", {}).values()
+        for t in m["tables"].values()
+        for f in t["files"].values()
     }
     removed, freed = [], 0
     for hour_dir in _old_hour_dirs(base / "data", cutoff):
@@ -91,8 +94,6 @@ def expire_state(cfg: PipelineConfig, cutoff: str) -> dict[str, Any]:
 
 
 def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
-    from recon.publish.iceberg import _local, load_table
-
     table = load_table(cfg, name)
     current = table.current_snapshot()
     old = [
@@ -102,8 +103,6 @@ def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
         and (current is None or s.snapshot_id != current.snapshot_id)
     ]
     if old:
-        from pyiceberg.exceptions import CommitFailedException
-
         for attempt in range(3):  # a publish may commit in between: reload and try again
             try:
                 table.maintenance.expire_snapshots().by_ids(old).commit()
@@ -115,11 +114,11 @@ def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
                 old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id in set(old)]
         table = load_table(cfg, name)
     live = {
-        str(_local(t.file.file_path))
+        str(local_path(t.file.file_path))
         for s in table.snapshots()
         for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
     }
-    data = _local(table.location()) / "data"
+    data = local_path(table.location()) / "data"
     removed, freed = [], 0
     for hour_dir in _old_hour_dirs(data, cutoff):
         for f in sorted(hour_dir.rglob("*.parquet")):
@@ -134,20 +133,14 @@ def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
 
 
 def expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
-    from recon.merge.stage import load_manifest
-    from recon.publish.iceberg import load_table
-
     if keep_hours < 1:
         raise ReconError("--keep-hours must be at least 1 (the newest hour is always kept)")
-    hours = load_manifest(cfg).get("hours", [])
+    hours = load_manifest(cfg)["hours"]
     if not hours:
         raise ReconError(f"pipeline {cfg.name} has no merged hour yet; nothing to expire")
     cutoff = format_hour(parse_hour(hours[-1]) - timedelta(hours=keep_hours - 1))
     out: dict[str, Any] = {"cutoff": cutoff, "state": expire_state(cfg, cutoff), "tables": {}}
     for name in cfg.tables:
-        try:
-            load_table(cfg, name)
-        except ReconError:
-            continue  # not published yet
-        out["tables"][name] = expire_table(cfg, name, cutoff)
+        if is_published(cfg, name):
+            out["tables"][name] = expire_table(cfg, name, cutoff)
     return out

@@ -1,174 +1,117 @@
-"""`recon run`: every stage for each hour, in order, on one local Spark session.
-
-Stages: decode, merge + publish, audit. Every hour's report is written before the verdict counts;
-the command fails (exit 1) if any hour's verdict is `fail`.
-"""
+"""`recon run` and the stages of the DAG's spark-submit job: every stage for each hour, in order,
+on one Spark session. Every hour's report is written before its verdict counts."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypedDict
 
-from recon.config import load_config
+from pyspark.sql import SparkSession
+
+from recon.audit.report import AuditReport
+from recon.audit.stage import audit_hour
+from recon.config import PipelineConfig, load_config
+from recon.decode.stage import decode_hour
+from recon.decode.stats import DecodeCounters
+from recon.errors import ConfigError
 from recon.hours import format_hour, hour_range, parse_hour
+from recon.merge.result import MergeResult
+from recon.merge.stage import merge_hour
+from recon.spark.session import get_spark
 
 
-def run_hours(
-    pipeline: str, first: str, last: str | None, allow_incomplete: bool = False, quiet: bool = False
-) -> list[dict[str, Any]]:
-    from recon.audit.report import audit_dir, audit_hour
-    from recon.decode.stage import decode_hour
-    from recon.merge.stage import merge_hour
-    from recon.spark.session import get_spark
+class HourResult(TypedDict):
+    hour: str
+    decode: DecodeCounters
+    merge: MergeResult
+    audit: AuditReport
 
-    cfg = load_config(pipeline)
+
+class Progress:
+    """What an operation tells its caller as it goes (the CLI prints; tests stay quiet)."""
+
+    def decoded(self, counters: DecodeCounters) -> None: ...
+
+    def merged(self, result: MergeResult) -> None: ...
+
+    def audited(self, report: AuditReport, cfg: PipelineConfig, hour: datetime) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+QUIET = Progress()
+
+
+def hours_of(cfg: PipelineConfig, first: str, last: str | None) -> list[datetime]:
+    """The hours `--from first --to last` names, checked against the pipeline's start."""
     h0 = parse_hour(first, "--from")
     h1 = parse_hour(last, "--to") if last else h0
     hours = hour_range(h0, h1)
     if h0 < cfg.start:
-        from recon.errors import ConfigError
-
         raise ConfigError(
             f"--from {first} is before the pipeline's start "
             f"{format_hour(cfg.start)}; start at or after it"
         )
-    spark = get_spark(f"recon-run-{cfg.name}")
-    results = []
-    for h in hours:
-        counters = decode_hour(spark, cfg, h, allow_incomplete=allow_incomplete)
-        if not quiet:
-            print_counters(counters)
-        merged = merge_hour(spark, cfg, h, run_id=counters["run_id"], buckets=cfg.buckets)
-        if not quiet:
-            print_merge(merged)
-        counters["merge"] = merged
-        report = audit_hour(spark, cfg, h, run_id=counters["run_id"])
-        if not quiet:
-            print_report(report, audit_dir(cfg, h))
-        counters["audit"] = report
-        results.append(counters)
-    return results
+    return hours
 
 
-def rebuild(
+def run_hours(
     pipeline: str,
-    through: str | None,
-    tables: list[str] | None = None,
-    run_id: str | None = None,
-    quiet: bool = False,
-) -> list[dict[str, Any]]:
-    """Drop the merge state of the tables (all, or `tables`) and merge again, from the snapshot,
-    every decoded hour since the pipeline's start through `through` (default: the last decoded
-    hour), re-auditing each. Decoding is not repeated. The published tables are replaced as a
-    whole by the first hour merged; their earlier versions stay in the Iceberg history."""
-    from datetime import UTC, datetime
-
-    from recon.audit.report import audit_dir, audit_hour
-    from recon.merge.stage import check_tables, decoded_hours, merge_hour, reset_state
-    from recon.spark.session import get_spark
-
+    first: str,
+    last: str | None,
+    allow_incomplete: bool = False,
+    progress: Progress = QUIET,
+) -> list[HourResult]:
+    """Decode, merge + publish and audit each hour in order."""
     cfg = load_config(pipeline)
-    names = check_tables(cfg, tables)
-    last = parse_hour(through, "--to") if through else datetime.now(UTC)
-    hours = decoded_hours(cfg, last)
-    reset_state(cfg, names)
-    if not quiet:
-        print(
-            f"{cfg.name}: merge state of {', '.join(names)} dropped; merging "
-            f"{len(hours)} decoded hour(s) again"
-            + (f" ({format_hour(hours[0])} .. {format_hour(hours[-1])})" if hours else "")
-        )
-    if not hours:
-        return []
-    spark = get_spark(f"recon-rebuild-{cfg.name}")
-    out = []
+    hours = hours_of(cfg, first, last)
+    spark = get_spark(f"recon-run-{cfg.name}")
+    return [run_hour(spark, cfg, h, allow_incomplete, progress) for h in hours]
+
+
+def run_hour(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    hour: datetime,
+    allow_incomplete: bool = False,
+    progress: Progress = QUIET,
+) -> HourResult:
+    counters = decode_hour(spark, cfg, hour, allow_incomplete=allow_incomplete)
+    progress.decoded(counters)
+    merged = merge_hour(spark, cfg, hour, run_id=counters["run_id"], buckets=cfg.buckets)
+    progress.merged(merged)
+    report = audit_hour(spark, cfg, hour, run_id=counters["run_id"])
+    progress.audited(report, cfg, hour)
+    return {"hour": format_hour(hour), "decode": counters, "merge": merged, "audit": report}
+
+
+StageFn = Callable[[SparkSession, PipelineConfig, datetime, str | None], object]
+
+
+def run_stage(
+    stage: str,
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    hours: list[datetime],
+    run_id: str | None = None,
+    tables: list[str] | None = None,
+    allow_incomplete: bool = False,
+    progress: Progress = QUIET,
+) -> list[str]:
+    """One stage over the hours, in order (what a DAG task runs); each hour gets its own run
+    id (`<run_id>_<hour>`). Returns the hours whose audit verdict is `fail` (audit only); any
+    other stage stops at the first error, so later hours never run past a failed one."""
+    failed = []
     for h in hours:
         rid = f"{run_id}_{format_hour(h)}" if run_id else None
-        merged = merge_hour(spark, cfg, h, run_id=rid, buckets=cfg.buckets, tables=tables)
-        if not quiet:
-            print_merge(merged)
-        report = audit_hour(spark, cfg, h)
-        if not quiet:
-            print_report(report, audit_dir(cfg, h))
-        out.append({"hour": format_hour(h), "merge": merged, "audit": report})
-    return out
-
-
-def rollback(pipeline: str, to_hour: str, quiet: bool = False) -> dict[str, Any]:
-    """Roll the pipeline back to the end of `to_hour`: its merge state as that hour left it, and
-    every published table's version of that hour, restored as a new commit (the undone versions
-    stay in the history). Later hours are no longer in the tables; merge them again (`recon run
-    --from` the next hour, or clear their DAG runs) to bring them back. Decoding is kept."""
-    from recon.merge.stage import load_manifest, rollback_state
-    from recon.publish.iceberg import restore_version
-
-    cfg = load_config(pipeline)
-    H = format_hour(parse_hour(to_hour, "--to-hour"))
-    later = [h for h in load_manifest(cfg).get("hours", []) if h > H]
-    rollback_state(cfg, parse_hour(H))
-    restored = [restore_version(cfg, t, H) for t in cfg.tables if _is_published(cfg, t)]
-    if not quiet:
-        for r in restored:
-            what = "restored" if r["committed"] else "already current"
-            print(
-                f"{cfg.name}: {r['table']}: version of {H} (snapshot {r['restored_from']}) {what}"
-            )
-        if later:
-            print(
-                f"{cfg.name}: hours {later[0]} .. {later[-1]} are no longer in the tables; merge "
-                f"them again with `recon run --pipeline {pipeline} --from {later[0]}` (or clear "
-                "their DAG runs)"
-            )
-    return {"hour": H, "tables": restored, "hours_undone": later}
-
-
-def _is_published(cfg: Any, table: str) -> bool:
-    from recon.errors import ReconError
-    from recon.publish.iceberg import load_table
-
-    try:
-        load_table(cfg, table)
-    except ReconError:
-        return False
-    return True
-
-
-def print_report(report: dict[str, Any], folder: Any) -> None:
-    """The verdict line and the findings of one hour's audit."""
-    from recon.audit.report import summary_lines
-
-    lines = summary_lines(report)
-    print(lines[0] + f"; report {folder}/report.html")
-    for line in lines[1:]:
-        if line.lstrip().startswith("["):
-            print(line)
-
-
-def print_counters(c: dict[str, Any]) -> None:
-    """One line per decoded hour."""
-    t = c["totals"]
-    print(
-        f"{c['pipeline']} {c['hour']}: {t.get('records', 0)} records read, "
-        f"{t.get('duplicates_in_hour', 0) + t.get('duplicates_cross_hour', 0)} duplicates, "
-        f"{sum(c['events_by_op'].values())} events {c['events_by_op']}, "
-        f"{t.get('records_quarantined', 0) + t.get('unreadable_lines', 0)} quarantined, "
-        f"{t.get('records_carried_out', 0)} carried to the next hour"
-    )
-
-
-def print_merge(m: dict[str, Any]) -> None:
-    """One line per published table."""
-    for name, t in m["tables"].items():
-        sk = {k: v for k, v in t["skipped"].items() if v}
-        pub = t["published"]
-        print(
-            f"{m['pipeline']} {m['hour']}: {name}: {t['rows_before']} -> {t['rows_after']} rows, "
-            f"applied {t['applied']} {t['entered_by_op'] or '{}'}, skipped {sk or '{}'}, "
-            f"schema v{t['schema_version']}, "
-            + (f"snapshot {pub['snapshot_id']}" if pub["committed"] else "no change to publish")
-        )
-        if pub.get("uncastable"):
-            print(
-                f"{m['pipeline']} {m['hour']}: {name}: WARNING values that do not fit their "
-                f"column type were published as NULL: {pub['uncastable']}; declare the column's "
-                "real type with `ddl:` in the pipeline's table entry"
-            )
+        if stage == "decode":
+            progress.decoded(decode_hour(spark, cfg, h, rid, allow_incomplete))
+        elif stage == "merge":
+            progress.merged(merge_hour(spark, cfg, h, rid, buckets=cfg.buckets, tables=tables))
+        else:
+            report = audit_hour(spark, cfg, h, audited_by=rid)
+            progress.audited(report, cfg, h)
+            if report["verdict"] == "fail":
+                failed.append(format_hour(h))
+    return failed

@@ -13,28 +13,30 @@ Tables are named `<pipeline>.<db>.<table>`.
 
 from __future__ import annotations
 
-import base64
 import json
-from collections.abc import Iterator
-from datetime import UTC, date, datetime
-from decimal import Decimal
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
+
+import pyarrow as pa
+from pyiceberg import types as IT
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import In
+from pyiceberg.table import Table, TableProperties
+from pyiceberg.table import _parquet_files_to_data_files as to_data_files
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from recon.config import PipelineConfig
 from recon.core.schema import TableSchema, cast_expr, spark_type, widens
-from recon.core.values import INTEGER_LOGICAL
-from recon.errors import ReconError
+from recon.errors import NoVersionAtHourError, ReconError, TableNotPublishedError
 from recon.faults import checkpoint
+from recon.layout import table_data_run
+from recon.merge.result import PublishResult
 
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
-    from pyspark.sql import DataFrame, SparkSession
-
-# integers published as decimal(20,0) (BIGINT UNSIGNED) are still integers in an export
-INTEGER_TYPES = INTEGER_LOGICAL
 META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
 
 
@@ -49,8 +51,6 @@ def catalog_properties(cfg: PipelineConfig) -> dict[str, str]:
 
 
 def get_catalog(cfg: PipelineConfig) -> Catalog:
-    from pyiceberg.catalog import load_catalog
-
     props = catalog_properties(cfg)
     if props.get("type") == "sql" and props.get("uri", "").startswith("sqlite:///"):
         Path(props["uri"][len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
@@ -63,8 +63,6 @@ def identifier(cfg: PipelineConfig, table: str) -> tuple[str, str, str]:
 
 
 def load_table(cfg: PipelineConfig, table: str) -> Table:
-    from pyiceberg.exceptions import NoSuchTableError
-
     if table not in cfg.tables:
         raise ReconError(
             f"table {table} is not configured in {cfg.source_file}; use one of {', '.join(cfg.tables)}"
@@ -72,19 +70,17 @@ def load_table(cfg: PipelineConfig, table: str) -> Table:
     try:
         return get_catalog(cfg).load_table(identifier(cfg, table))
     except NoSuchTableError:
-        raise ReconError(
+        raise TableNotPublishedError(
             f"table {table} of pipeline {cfg.name} is not published yet; run `recon run` first"
         ) from None
 
 
-def _local(uri: str) -> Path:
+def local_path(uri: str) -> Path:
     u = urlparse(uri)
     return Path(u.path) if u.scheme in ("file", "") else Path(uri)
 
 
-def _spark_type_of_iceberg(t: Any) -> str | None:
-    from pyiceberg import types as IT
-
+def spark_type_of_iceberg(t: Any) -> str | None:
     simple = {
         IT.IntegerType: "int",
         IT.LongType: "bigint",
@@ -115,81 +111,23 @@ def publish_table(
     props: dict[str, str],
     run_id: str,
     replace_all: bool = False,
-) -> dict[str, Any]:
+) -> PublishResult:
     """Write the live rows of the touched buckets and commit them in one Iceberg snapshot."""
-    from pyiceberg.exceptions import NoSuchTableError
-    from pyiceberg.expressions import In
-    from pyiceberg.table import TableProperties
-    from pyiceberg.table import _parquet_files_to_data_files as to_data_files
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     cat = get_catalog(cfg)
     ident = identifier(cfg, name)
-    try:
-        table = cat.load_table(ident)
-        created = False
-    except NoSuchTableError:
-        table = None
-        created = True
-    # the published type of each column: the schema's, unless the table already has another
-    # that cannot be promoted to it (then values are cast to what readers already see)
-    existing: dict[str, str] = {}
-    if table is not None:
-        for f in table.schema().fields:
-            st = _spark_type_of_iceberg(f.field_type)
-            if st:
-                existing[f.name] = st
-    cols = []
-    exprs: list[str] = []
-    for c, lt in schema.columns:
-        want = spark_type(lt)
-        esc = c.replace("\\", "\\\\").replace("'", "\\'")
-        have = existing.get(c)
-        if have and not widens(have, want):
-            expr = (
-                f"try_cast(row['{esc}'] as {have})"
-                if have not in ("string", "binary")
-                else (
-                    f"row['{esc}']"
-                    if have == "string"
-                    else f"try_to_binary(row['{esc}'], 'base64')"
-                )
-            )
-        else:
-            expr = cast_expr(f"row['{esc}']", lt)
-        exprs.append(expr)
-        cols.append(F.expr(expr).alias(c))
+    table = _load_or_none(cat, ident)
+    existing = _published_types(table)
+    exprs = _column_exprs(schema, existing)
     uncastable, dup_keys = (
         _written_row_checks(live, touched, schema, exprs) if touched or replace_all else ({}, 0)
     )
-    typed = live.select(
-        *cols,
-        F.lower(F.hex("order_key")).alias("_cdc_order_key"),
-        F.timestamp_millis("event_time_ms").alias("_cdc_source_ts"),
-        F.col("op").alias("_cdc_op"),
-        F.col("bucket").cast("int").alias("_cdc_bucket"),
-    )
-    import pyarrow as pa
-
+    typed = _typed_rows(live, schema, exprs)
     arrow_schema = pa.schema(
         [f.with_nullable(True) for f in to_arrow_schema(typed.schema, timezone="UTC")]
     )
+    created = table is None
     if table is None:
-        cat.create_namespace_if_not_exists(ident[:2])
-        table = cat.create_table(ident, schema=arrow_schema)
-        with table.transaction() as tx:
-            tx.set_properties(
-                {
-                    TableProperties.DEFAULT_NAME_MAPPING: table.schema().name_mapping.model_dump_json(),
-                    "recon.pipeline": cfg.name,
-                    "recon.source-table": name,
-                    "recon.primary-key": json.dumps(schema.primary_key),
-                }
-            )
-            with tx.update_spec() as us:
-                us.add_identity("_cdc_bucket")
-        table = cat.load_table(ident)
+        table = _create_table(cat, ident, arrow_schema, cfg, name, schema)
     missing = [f.name for f in arrow_schema if f.name not in existing and not created]
     if not touched and not missing and not replace_all:
         return {
@@ -198,8 +136,97 @@ def publish_table(
             "files_added": 0,
             "files_removed": 0,
         }
+    new_files = _write_data_files(spark, typed, touched, local_path(table.location()), run_id)
+    checkpoint("publish:files-written")
+    old = _commit(table, schema, arrow_schema, missing, touched, replace_all, new_files, props)
+    table = cat.load_table(ident)
+    return {
+        "committed": True,
+        "snapshot_id": _current_id(table),
+        "files_added": len(new_files),
+        "files_removed": old,
+        "table": ".".join(ident),
+        "uncastable": uncastable,
+        "duplicate_keys": dup_keys,
+    }
 
-    out = _local(table.location()) / "data" / f"run={run_id}"
+
+def _load_or_none(cat: Catalog, ident: tuple[str, str, str]) -> Table | None:
+    try:
+        return cat.load_table(ident)
+    except NoSuchTableError:
+        return None
+
+
+def _published_types(table: Table | None) -> dict[str, str]:
+    """The Spark type of each column readers already see (none for a new table)."""
+    existing: dict[str, str] = {}
+    if table is not None:
+        for f in table.schema().fields:
+            st = spark_type_of_iceberg(f.field_type)
+            if st:
+                existing[f.name] = st
+    return existing
+
+
+def _column_exprs(schema: TableSchema, existing: dict[str, str]) -> list[str]:
+    """SQL for each column's published value: the schema's type, unless the table already has
+    another that cannot be promoted to it (then values are cast to what readers already see)."""
+    exprs: list[str] = []
+    for c, lt in schema.columns:
+        esc = c.replace("\\", "\\\\").replace("'", "\\'")
+        have = existing.get(c)
+        if not have or widens(have, spark_type(lt)):
+            exprs.append(cast_expr(f"row['{esc}']", lt))
+        elif have == "string":
+            exprs.append(f"row['{esc}']")
+        elif have == "binary":
+            exprs.append(f"try_to_binary(row['{esc}'], 'base64')")
+        else:
+            exprs.append(f"try_cast(row['{esc}'] as {have})")
+    return exprs
+
+
+def _typed_rows(live: DataFrame, schema: TableSchema, exprs: list[str]) -> DataFrame:
+    cols = [F.expr(e).alias(c) for (c, _), e in zip(schema.columns, exprs, strict=True)]
+    return live.select(
+        *cols,
+        F.lower(F.hex("order_key")).alias("_cdc_order_key"),
+        F.timestamp_millis("event_time_ms").alias("_cdc_source_ts"),
+        F.col("op").alias("_cdc_op"),
+        F.col("bucket").cast("int").alias("_cdc_bucket"),
+    )
+
+
+def _create_table(
+    cat: Catalog,
+    ident: tuple[str, str, str],
+    arrow_schema: pa.Schema,
+    cfg: PipelineConfig,
+    name: str,
+    schema: TableSchema,
+) -> Table:
+    cat.create_namespace_if_not_exists(ident[:2])
+    table = cat.create_table(ident, schema=arrow_schema)
+    with table.transaction() as tx:
+        tx.set_properties(
+            {
+                TableProperties.DEFAULT_NAME_MAPPING: table.schema().name_mapping.model_dump_json(),
+                "recon.pipeline": cfg.name,
+                "recon.source-table": name,
+                "recon.primary-key": json.dumps(schema.primary_key),
+            }
+        )
+        with tx.update_spec() as us:
+            us.add_identity("_cdc_bucket")
+    return cat.load_table(ident)
+
+
+def _write_data_files(
+    spark: SparkSession, typed: DataFrame, touched: list[int], location: Path, run_id: str
+) -> list[str]:
+    """Spark writes the touched buckets' rows under the table's location; their paths."""
+    out = table_data_run(location, run_id)
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # not INT96
     (
         typed.where(F.col("_cdc_bucket").isin(touched) if touched else F.lit(False))
@@ -209,8 +236,21 @@ def publish_table(
         .partitionBy("_pb")
         .parquet(str(out))
     )
-    new_files = sorted(str(p) for p in out.glob("_pb=*/*.parquet"))
-    checkpoint("publish:files-written")
+    return sorted(str(p) for p in out.glob("_pb=*/*.parquet"))
+
+
+def _commit(
+    table: Table,
+    schema: TableSchema,
+    arrow_schema: pa.Schema,
+    missing: list[str],
+    touched: list[int],
+    replace_all: bool,
+    new_files: list[str],
+    props: dict[str, str],
+) -> int:
+    """One OVERWRITE snapshot: the touched buckets' old files out, the new ones in. Returns how
+    many files it removed."""
     tx = table.transaction()
     tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
     if missing:
@@ -229,16 +269,7 @@ def publish_table(
         for df in to_data_files(tx.table_metadata, new_files, table.io):
             ow.append_data_file(df)
     tx.commit_transaction()
-    table = cat.load_table(ident)
-    return {
-        "committed": True,
-        "snapshot_id": _current_id(table),
-        "files_added": len(new_files),
-        "files_removed": len(old),
-        "table": ".".join(ident),
-        "uncastable": uncastable,
-        "duplicate_keys": dup_keys,
-    }
+    return len(old)
 
 
 def _written_row_checks(
@@ -247,7 +278,6 @@ def _written_row_checks(
     """Over the rows written this hour, in one pass: values the source sent that do not fit the
     column's published type (published as NULL, counted per column so the loss is never
     silent), and duplicate primary keys (must be 0)."""
-    from pyspark.sql import functions as F
 
     rows = live.where(F.col("bucket").isin(touched)) if touched else live
     checks = []
@@ -275,7 +305,9 @@ def snapshot_for_hour(table: Table, hour: str) -> int:
         if h is not None and h <= hour and (best is None or s.timestamp_ms >= best.timestamp_ms):
             best = s
     if best is None:
-        raise ReconError(f"no published version of {'.'.join(table.name())} at or before {hour}")
+        raise NoVersionAtHourError(
+            f"no published version of {'.'.join(table.name())} at or before {hour}"
+        )
     return int(best.snapshot_id)
 
 
@@ -286,7 +318,7 @@ def restore_version(cfg: PipelineConfig, name: str, hour: str) -> dict[str, Any]
     table = load_table(cfg, name)
     try:
         target: int | None = snapshot_for_hour(table, hour)
-    except ReconError:  # published only after `hour`: the table had no rows then
+    except NoVersionAtHourError:  # published only after `hour`: the table had no rows then
         target = None
     current = _current_id(table)
     if current == target:
@@ -341,88 +373,3 @@ def history(table: Table) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-# -- export (contract 5.2) ----------------------------------------------------------------------
-def render_value(v: Any) -> Any:
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    if isinstance(v, Decimal):
-        return format(v, "f")
-    if isinstance(v, float):
-        return v
-    if isinstance(v, (bytes, bytearray)):
-        return base64.b64encode(bytes(v)).decode()
-    if isinstance(v, datetime):
-        frac = f".{v.microsecond:06d}" if v.microsecond else ""
-        if v.tzinfo is not None:
-            return v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
-        return v.strftime("%Y-%m-%d %H:%M:%S") + frac
-    if isinstance(v, date):
-        return v.isoformat()
-    return str(v)
-
-
-def export_rows(
-    cfg: PipelineConfig,
-    name: str,
-    with_metadata: bool = False,
-    snapshot_id: int | None = None,
-    hour: str | None = None,
-) -> Iterator[dict[str, Any]]:
-    """The published rows of one table (a version by snapshot id or hour), sorted by key."""
-    table = load_table(cfg, name)
-    if hour is not None:
-        snapshot_id = snapshot_for_hour(table, hour)
-    if snapshot_id is None and table.current_snapshot() is None:
-        return
-    data = table.scan(snapshot_id=snapshot_id).to_arrow()
-    pk = json.loads(table.properties.get("recon.primary-key", "[]"))
-    logical = json.loads(table.properties.get("recon.logical-types", "{}"))
-    ints = {c for c, t in logical.items() if t in INTEGER_TYPES}
-    import pyarrow as pa
-
-    floats32 = {f.name for f in data.schema if pa.types.is_float32(f.type)}
-    cols = [f.name for f in data.schema if with_metadata or not f.name.startswith("_cdc_")]
-    keys = [c for c in pk if c in data.column_names] or [
-        c for c in cols if not c.startswith("_cdc_")
-    ]
-    if data.num_rows:
-        data = data.sort_by(
-            [(c, "ascending") for c in keys if _sortable(data.schema.field(c).type)]
-        )
-    for batch in data.select(cols).to_batches(max_chunksize=10_000):
-        for row in batch.to_pylist():
-            yield {
-                k: int(v)
-                if k in ints and isinstance(v, Decimal)
-                else _float32(v)
-                if k in floats32 and v is not None
-                else render_value(v)
-                for k, v in row.items()
-            }
-
-
-def _float32(v: float) -> float:
-    """A FLOAT column's value as its shortest decimal (0.1, not 0.10000000149011612)."""
-    import numpy as np
-
-    return float(np.format_float_positional(np.float32(v), unique=True, trim="-"))
-
-
-def _sortable(t: Any) -> bool:
-    import pyarrow as pa
-
-    return not (pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_struct(t))
-
-
-def write_export(rows: Iterator[dict[str, Any]], out: Path) -> int:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, separators=(", ", ": ")) + "\n")
-            n += 1
-    tmp.replace(out)
-    return n

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +42,13 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("RECON_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+def arrow_ddl(schema: Any) -> str:
+    """An Arrow schema as the Spark DDL `mapInArrow` and `createDataFrame` take."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return str(from_arrow_schema(schema).simpleString())[len("struct<") : -1]
 
 
 # Debian's JDBC drivers (libmariadb-java, libpostgresql-jdbc-java), for `recon reconcile`

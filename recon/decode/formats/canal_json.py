@@ -63,32 +63,19 @@ class CanalJsonDecoder(JsonStreamDecoder):
         mysql_types = msg.get("mysqlType") or {}
         sql_types = msg.get("sqlType") or {}
         old = msg.get("old") or []
-        pk = list(msg.get("pkNames") or [])
+        pk = list(msg.get("pkNames") or []) or list(self.ctx.primary_keys.get(f"{db}.{tbl}", []))
         events = []
         for row_i, row in enumerate(data):
             if not isinstance(row, dict):
                 raise DecodeError(f"row {row_i} of `data` is not an object")
-            types = {c: canal_logical_type(mysql_types.get(c), sql_types.get(c)) for c in row}
-            image = {
-                c: canal_value(None if v is None else str(v), types[c]) for c, v in row.items()
-            }
-            before: dict[str, str | None] | None = None
-            after: dict[str, str | None] | None = image
-            if op == "delete":
-                before, after = image, None
-            elif op == "update":
-                before = dict(image)
-                prev = old[row_i] if row_i < len(old) and isinstance(old[row_i], dict) else {}
-                for c, v in prev.items():
-                    lt = types.get(c) or canal_logical_type(mysql_types.get(c), sql_types.get(c))
-                    types.setdefault(c, lt)
-                    before[c] = canal_value(None if v is None else str(v), lt)
+            prev = old[row_i] if row_i < len(old) and isinstance(old[row_i], dict) else {}
+            types, before, after = _images(op, row, prev, mysql_types, sql_types)
             events.append(
                 Event(
                     db=db,
                     tbl=tbl,
                     op=op,
-                    pk=pk or list(self.ctx.primary_keys.get(f"{db}.{tbl}", [])),
+                    pk=pk,
                     before=before,
                     after=after,
                     types=types,
@@ -98,3 +85,28 @@ class CanalJsonDecoder(JsonStreamDecoder):
                 )
             )
         self.sink.events.extend(events)
+
+
+Image = dict[str, str | None]
+
+
+def _images(
+    op: str,
+    row: dict[str, Any],
+    prev: dict[str, Any],
+    mysql_types: dict[str, Any],
+    sql_types: dict[str, Any],
+) -> tuple[dict[str, str], Image | None, Image | None]:
+    """(types, before, after) of one row: `old` holds an update's changed columns only."""
+    types = {c: canal_logical_type(mysql_types.get(c), sql_types.get(c)) for c in row}
+    image = {c: canal_value(None if v is None else str(v), types[c]) for c, v in row.items()}
+    if op == "delete":
+        return types, image, None
+    if op != "update":
+        return types, None, image
+    before = dict(image)
+    for c, v in prev.items():
+        lt = types.get(c) or canal_logical_type(mysql_types.get(c), sql_types.get(c))
+        types.setdefault(c, lt)
+        before[c] = canal_value(None if v is None else str(v), lt)
+    return types, before, image

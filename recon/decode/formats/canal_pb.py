@@ -78,10 +78,12 @@ class CanalPbDecoder(StreamDecoder):
             raise DecodeError(f"unknown entryType {et}")
         rc = ce.RowChange()
         rc.ParseFromString(entry.storeValue)
+        return self._row_change(rec, h, rc)
+
+    def _row_change(self, rec: RawRecord, h: ce.Header, rc: ce.RowChange) -> list[tuple[str, Any]]:
         props = {p.key: p.value for p in h.props}
-        gtid = props.get("curtGtid") or h.gtid or None
         common: dict[str, Any] = dict(
-            gtid=gtid,
+            gtid=props.get("curtGtid") or h.gtid or None,
             binlog_file=h.logfileName or None,
             binlog_pos=h.logfileOffset,
             event_time_ms=h.executeTime or None,
@@ -91,66 +93,50 @@ class CanalPbDecoder(StreamDecoder):
         )
         event_type = rc.eventType if rc.HasField("eventType") else h.eventType
         if rc.isDdl:
-            return [
-                (
-                    "event",
-                    Event(
-                        db=rc.ddlSchemaName or h.schemaName,
-                        tbl=h.tableName,
-                        op="ddl",
-                        ddl=rc.sql,
-                        order_key=binlog_key(
-                            h.logfileName, h.logfileOffset, 0, rec.partition, rec.offset
-                        ),
-                        **common,
-                    ),
-                )
-            ]
+            key = binlog_key(h.logfileName, h.logfileOffset, 0, rec.partition, rec.offset)
+            db = rc.ddlSchemaName or h.schemaName
+            ev = Event(db=db, tbl=h.tableName, op="ddl", ddl=rc.sql, order_key=key, **common)
+            return [("event", ev)]
         if event_type == ce.MHEARTBEAT:
             return [("control", Stat.HEARTBEATS)]
         op = _DML.get(event_type)
         if op is None:
             return [("control", non_dml(ce.EventType.Name(event_type)))]
+        config_pk = list(self.ctx.primary_keys.get(f"{h.schemaName}.{h.tableName}", []))
         out: list[tuple[str, Any]] = []
         for row_i, rd in enumerate(rc.rowDatas):
             types: dict[str, str] = {}
             pk: list[str] = []
-
-            def image(cols: list[ce.Column]) -> dict[str, str | None]:
-                img: dict[str, str | None] = {}
-                for c in cols:
-                    lt = canal_logical_type(
-                        c.mysqlType, c.sqlType if c.HasField("sqlType") else None
-                    )
-                    types[c.name] = lt
-                    if c.isKey and c.name not in pk:
-                        pk.append(c.name)
-                    img[c.name] = None if c.isNull else canal_value(c.value, lt)
-                return img
-
-            before = image(list(rd.beforeColumns)) if op != "insert" else None
-            after = image(list(rd.afterColumns)) if op != "delete" else None
-            out.append(
-                (
-                    "event",
-                    Event(
-                        db=h.schemaName,
-                        tbl=h.tableName,
-                        op=op,
-                        pk=pk
-                        or list(self.ctx.primary_keys.get(f"{h.schemaName}.{h.tableName}", [])),
-                        before=before,
-                        after=after,
-                        types=types,
-                        order_key=binlog_key(
-                            h.logfileName, h.logfileOffset, row_i, rec.partition, rec.offset
-                        ),
-                        event_index=row_i,
-                        **common,
-                    ),
-                )
+            before = _image(list(rd.beforeColumns), types, pk) if op != "insert" else None
+            after = _image(list(rd.afterColumns), types, pk) if op != "delete" else None
+            ev = Event(
+                db=h.schemaName,
+                tbl=h.tableName,
+                op=op,
+                pk=pk or config_pk,
+                before=before,
+                after=after,
+                types=types,
+                order_key=binlog_key(
+                    h.logfileName, h.logfileOffset, row_i, rec.partition, rec.offset
+                ),
+                event_index=row_i,
+                **common,
             )
+            out.append(("event", ev))
         return out
 
     def finish(self) -> list[RawRecord]:
         return self.txn.finish()
+
+
+def _image(cols: list[ce.Column], types: dict[str, str], pk: list[str]) -> dict[str, str | None]:
+    """One row image; fills in the columns' types and the key columns it flags."""
+    img: dict[str, str | None] = {}
+    for c in cols:
+        lt = canal_logical_type(c.mysqlType, c.sqlType if c.HasField("sqlType") else None)
+        types[c.name] = lt
+        if c.isKey and c.name not in pk:
+            pk.append(c.name)
+        img[c.name] = None if c.isNull else canal_value(c.value, lt)
+    return img

@@ -86,21 +86,31 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             partition=rec.partition,
             offset=rec.offset,
         )
+        tail = kafka_tail(rec.partition, rec.offset)
         if op in _DDL_OPS:
             ddl = payload.get("ddl") or {}
+            text = str(ddl.get("text") or "") if isinstance(ddl, dict) else ""
+            key = u128(seq) + b"\x01" + tail
             self.sink.events.append(
-                Event(
-                    db=db,
-                    tbl=tbl,
-                    op="ddl",
-                    ddl=str(ddl.get("text") or "") if isinstance(ddl, dict) else "",
-                    order_key=u128(seq) + b"\x01" + kafka_tail(rec.partition, rec.offset),
-                    **common,
-                )
+                Event(db=db, tbl=tbl, op="ddl", ddl=text, order_key=key, **common)
             )
             return
         if op not in ("INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"):
             raise DecodeError(f"unknown op {op!r}")
+        flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
+        ev = self._row_event(schema, payload, db, tbl, u128(seq) + flag + tail, common)
+        self._apply(rec, op, ev, f"{db}.{tbl}:{seq_text}")
+
+    def _row_event(
+        self,
+        schema: dict[str, Any],
+        payload: dict[str, Any],
+        db: str,
+        tbl: str,
+        order_key: bytes,
+        common: dict[str, Any],
+    ) -> Event:
+        """The row change with both images typed (its op is settled by `_apply`)."""
         types = {
             str(c["name"]): _TYPES.get(str(c.get("type")).upper(), "unknown")
             for c in schema.get("dataColumn") or []
@@ -123,8 +133,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             return {c: _value(v, types[c]) for c, v in cols.items()}
 
         before, after = image("before"), image("after")
-        flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
-        ev = Event(
+        return Event(
             db=db,
             tbl=tbl,
             op="insert",
@@ -132,41 +141,47 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             before=before,
             after=after,
             types=types,
-            order_key=u128(seq) + flag + kafka_tail(rec.partition, rec.offset),
+            order_key=order_key,
             **common,
         )
+
+    def _apply(self, rec: RawRecord, op: str, ev: Event, pair_key: str) -> None:
+        """Emit an insert or delete; hold an UPDATE_BEFOR for its UPDATE_AFTER (same
+        sequenceId), and join the two into one update."""
         if op == "INSERT":
-            if after is None:
+            if ev.after is None:
                 raise DecodeError("INSERT without `after`")
             ev.op = "insert"
         elif op == "DELETE":
-            if before is None:
+            if ev.before is None:
                 raise DecodeError("DELETE without `before`")
             ev.op = "delete"
         elif op == "UPDATE_BEFOR":
-            if before is None:
+            if ev.before is None:
                 raise DecodeError("UPDATE_BEFOR without `before`")
-            key = f"{db}.{tbl}:{seq_text}"
-            if key in self.pending:
+            if pair_key in self.pending:
                 self.sink.count(rec, Stat.UPDATE_BEFOR_REPEATED)
-            self.pending[key] = (rec, ev)
+            self.pending[pair_key] = (rec, ev)
             return
         else:  # UPDATE_AFTER
-            if after is None:
+            if ev.after is None:
                 raise DecodeError("UPDATE_AFTER without `after`")
             ev.op = "update"
-            if before is None:
-                pair = self.pending.pop(f"{db}.{tbl}:{seq_text}", None)
-                if pair is None:
-                    # its UPDATE_BEFOR never came: apply the after image as an upsert
-                    self.sink.count(rec, Stat.UPDATE_AFTER_UNPAIRED)
-                else:
-                    ev.before = pair[1].before
-                    merged = dict(pair[1].types)
-                    merged.update(ev.types)
-                    ev.types = merged
-                    self.sink.count(rec, Stat.UPDATE_PAIRS_JOINED)
+            if ev.before is None:
+                self._join_pair(rec, ev, pair_key)
         self.sink.events.append(ev)
+
+    def _join_pair(self, rec: RawRecord, ev: Event, pair_key: str) -> None:
+        pair = self.pending.pop(pair_key, None)
+        if pair is None:
+            # its UPDATE_BEFOR never came: apply the after image as an upsert
+            self.sink.count(rec, Stat.UPDATE_AFTER_UNPAIRED)
+            return
+        ev.before = pair[1].before
+        merged = dict(pair[1].types)
+        merged.update(ev.types)
+        ev.types = merged
+        self.sink.count(rec, Stat.UPDATE_PAIRS_JOINED)
 
     def finish(self) -> list[RawRecord]:
         carry = []

@@ -10,6 +10,7 @@ Values are converted with the schema's semantic types where the message carries 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -93,6 +94,18 @@ def _field_type(f: dict) -> tuple[str, dict]:
     return _PRIMITIVE.get(str(f.get("type")), "unknown"), f
 
 
+# Debezium's temporal semantic types, from their integer encodings (formats.md 4)
+_TEMPORAL: dict[str, Callable[[int], str]] = {
+    "io.debezium.time.Date": date_from_days,
+    "io.debezium.time.Timestamp": datetime_from_epoch_ms,
+    "io.debezium.time.MicroTimestamp": datetime_from_epoch_us,
+    "io.debezium.time.NanoTimestamp": lambda n: datetime_from_epoch_us(n // 1000),
+    "io.debezium.time.Time": lambda n: time_from_us(n * 1000),
+    "io.debezium.time.MicroTime": time_from_us,
+    "io.debezium.time.NanoTime": lambda n: time_from_us(n // 1000),
+}
+
+
 def _convert(v: object, logical: str, f: dict | None) -> str | None:
     if v is None:
         return None
@@ -108,21 +121,8 @@ def _convert(v: object, logical: str, f: dict | None) -> str | None:
     ) and isinstance(v, dict):
         return str(v.get("wkb")) if v.get("wkb") is not None else None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if name == "io.debezium.time.Date":
-            return date_from_days(int(v))
-        if name == "io.debezium.time.Timestamp":
-            return datetime_from_epoch_ms(int(v))
-        if name == "io.debezium.time.MicroTimestamp":
-            return datetime_from_epoch_us(int(v))
-        if name == "io.debezium.time.NanoTimestamp":
-            return datetime_from_epoch_us(int(v) // 1000)
-        if name == "io.debezium.time.Time":
-            return time_from_us(int(v) * 1000)
-        if name == "io.debezium.time.MicroTime":
-            return time_from_us(int(v))
-        if name == "io.debezium.time.NanoTime":
-            return time_from_us(int(v) // 1000)
-        return number_text(v)
+        temporal = _TEMPORAL.get(name)
+        return temporal(int(v)) if temporal else number_text(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, dict) and "wkb" in v:
@@ -196,49 +196,12 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         db, tbl = source.get("db"), source.get("table")
         if not db or not tbl:
             db, tbl = self._from_topic(rec.topic, db, tbl)
-        snap = source.get("snapshot")
-        is_snapshot = snap is True or (isinstance(snap, str) and snap.lower() in _SNAPSHOT_TRUE)
-        if op_code == "r" or (op_code == "c" and is_snapshot):
-            op = "snapshot"
-        elif op_code in ("c", "u", "d"):
-            op = {"c": "insert", "u": "update", "d": "delete"}[op_code]
-        elif op_code == "t":
-            self._emit(
-                rec,
-                Event(db=db, tbl=tbl, op="ddl", ddl=f"TRUNCATE TABLE `{db}`.`{tbl}`"),
-                source,
-                payload,
-            )
+        if op_code == "t":
+            truncate = Event(db=db, tbl=tbl, op="ddl", ddl=f"TRUNCATE TABLE `{db}`.`{tbl}`")
+            self._emit(rec, truncate, source, payload)
             return
-        else:
-            raise DecodeError(f"unknown op {op_code!r}")
-        fields: dict[str, dict[str, tuple[str, dict]]] = {}
-        if isinstance(schema, dict):
-            for part in schema.get("fields") or []:
-                if part.get("field") in ("before", "after"):
-                    fields[part["field"]] = {
-                        f["field"]: _field_type(f) for f in part.get("fields") or []
-                    }
-        types: dict[str, str] = {}
-
-        def image(which: str) -> dict[str, str | None] | None:
-            img = payload.get(which)
-            if img is None:
-                return None
-            if not isinstance(img, dict):
-                raise DecodeError(f"`{which}` is not an object")
-            fmeta = fields.get(which, {})
-            out: dict[str, str | None] = {}
-            for c, v in img.items():
-                lt, f = fmeta.get(c, (None, None))
-                if lt is None:
-                    lt = types.get(c) or _infer(v)
-                if types.get(c) in (None, "unknown"):
-                    types[c] = lt
-                out[c] = _convert(v, lt, f)
-            return out
-
-        before, after = image("before"), image("after")
+        op = _op(op_code, source.get("snapshot"))
+        before, after, types = _images(schema, payload)
         if op in ("insert", "snapshot") and after is None:
             raise DecodeError(f"op {op_code!r} without `after`")
         if op == "delete" and before is None:
@@ -257,6 +220,7 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         self._emit(rec, ev, source, payload)
 
     def _emit(self, rec: RawRecord, ev: Event, source: dict, payload: dict) -> None:
+        """Fill in the source position and the raw record coordinates, then emit."""
         file, pos = source.get("file") or None, source.get("pos")
         row = int(source.get("row") or 0)
         gtid = source.get("gtid") or None
@@ -317,3 +281,51 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         if isinstance(key, dict) and "payload" in key and "schema" in key:
             key = key["payload"]
         return list(key.keys()) if isinstance(key, dict) else []
+
+
+def _op(op_code: object, snap: object) -> str:
+    """The canonical op of a Debezium `op` (a snapshot read, or a create during a snapshot)."""
+    is_snapshot = snap is True or (isinstance(snap, str) and snap.lower() in _SNAPSHOT_TRUE)
+    if op_code == "r" or (op_code == "c" and is_snapshot):
+        return "snapshot"
+    if op_code in ("c", "u", "d"):
+        return {"c": "insert", "u": "update", "d": "delete"}[str(op_code)]
+    raise DecodeError(f"unknown op {op_code!r}")
+
+
+Image = dict[str, str | None]
+
+
+def _images(
+    schema: object, payload: dict[str, Any]
+) -> tuple[Image | None, Image | None, dict[str, str]]:
+    """(before, after, types): values typed by the message schema's fields when it has one,
+    else inferred from the JSON values (the first image's type of a column wins)."""
+    fields: dict[str, dict[str, tuple[str, dict]]] = {}
+    if isinstance(schema, dict):
+        for part in schema.get("fields") or []:
+            if part.get("field") in ("before", "after"):
+                fields[part["field"]] = {
+                    f["field"]: _field_type(f) for f in part.get("fields") or []
+                }
+    types: dict[str, str] = {}
+
+    def image(which: str) -> Image | None:
+        img = payload.get(which)
+        if img is None:
+            return None
+        if not isinstance(img, dict):
+            raise DecodeError(f"`{which}` is not an object")
+        fmeta = fields.get(which, {})
+        out: Image = {}
+        for c, v in img.items():
+            lt, f = fmeta.get(c, (None, None))
+            if lt is None:
+                lt = types.get(c) or _infer(v)
+            if types.get(c) in (None, "unknown"):
+                types[c] = lt
+            out[c] = _convert(v, lt, f)
+        return out
+
+    before, after = image("before"), image("after")
+    return before, after, types

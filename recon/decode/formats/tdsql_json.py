@@ -79,6 +79,12 @@ class TdsqlJsonDecoder(JsonStreamDecoder):
         if (db.lower(), tbl.lower()) == _HEARTBEAT_TABLE:
             self.sink.count(rec, Stat.HEARTBEATS)
             return
+        self.txn.event(self._row_event(kind, db, tbl, msg, common))
+
+    def _row_event(
+        self, kind: str, db: str, tbl: str, msg: dict[str, Any], common: dict[str, Any]
+    ) -> Event:
+        """A row change: its positional values named by the table definition in force."""
         key = f"{db}.{tbl}"
         tdef = self.tables.get(key)
         if tdef is None:
@@ -93,17 +99,15 @@ class TdsqlJsonDecoder(JsonStreamDecoder):
             raise DecodeError("update without both `where` and `field`")
         pk = tdef.primary_key or list(self.ctx.primary_keys.get(key, []))
         image = after or before or {}
-        self.txn.event(
-            Event(
-                db=db,
-                tbl=tbl,
-                op=kind,
-                pk=pk,
-                before=before,
-                after=after,
-                types={c: t for c, t in types.items() if c in image},
-                **common,
-            )
+        return Event(
+            db=db,
+            tbl=tbl,
+            op=kind,
+            pk=pk,
+            before=before,
+            after=after,
+            types={c: t for c, t in types.items() if c in image},
+            **common,
         )
 
     def _image(

@@ -1,0 +1,319 @@
+"""One Airflow DAG per pipeline YAML: `recon_<name>`, built from the validated config.
+
+Per hour a run waits for the dump to be complete (every topic's `_SUCCESS`, in reschedule mode
+with a timeout), then runs decode, merge + publish and the audit as spark-submit jobs
+(`jobs/stage.py`) against the `spark_default` connection (local[*] with this venv's interpreter
+unless the connection says otherwise), then announces each published table as an Asset event
+carrying the audit's verdict and counts.
+
+Hours: a scheduled or backfilled run processes its data interval (a real one-hour interval: the
+timetable is CronDataIntervalTimetable on purpose; Airflow 3's cron presets give none). A manual
+run takes the hour (or range) from its params; without one it takes the last complete hour.
+
+A YAML that does not validate becomes a DAG of its own that fails validation with the config's
+one-line message: Airflow lists it as an import error and the other pipelines' DAGs are intact.
+Nothing heavy is imported here at parse time: the tasks import what they run when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypedDict
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.sensors.python import PythonSensor
+from airflow.sdk import DAG, Asset, Param, task
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+from recon.config import PipelineConfig, load_config, load_folder
+from recon.hours import hour_range, parse_hour
+from recon.layout import STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
+
+HOUR_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}$"
+_SPARK_CONF_HELP = 'set it to a JSON object of Spark properties, e.g. {"spark.archives": "..."}'
+RETRY = {
+    "retries": 2,
+    "retry_delay": timedelta(minutes=2),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": timedelta(minutes=30),
+}
+
+
+# What the `hours` task hands the stages (XCom); "from" is a keyword, hence this spelling.
+HourRange = TypedDict(
+    "HourRange", {"from": str, "to": str, "audit_only": bool, "tables": str, "rebuild": str}
+)
+
+
+def extra_spark_conf() -> dict[str, str]:
+    """Spark properties added to every stage, from `RECON_SPARK_CONF` (a JSON object): what a
+    YARN or Kubernetes master needs besides the connection (README)."""
+    text = os.environ.get("RECON_SPARK_CONF", "").strip()
+    if not text:
+        return {}
+    try:
+        conf = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"RECON_SPARK_CONF is not JSON ({err}); {_SPARK_CONF_HELP}") from None
+    if not isinstance(conf, dict):
+        raise ValueError(f"RECON_SPARK_CONF is not a JSON object; {_SPARK_CONF_HELP}")
+    return {str(k): str(v) for k, v in conf.items()}
+
+
+def resolve_hours(
+    params: dict[str, Any], interval_start: datetime | None, now: datetime
+) -> HourRange:
+    """The hour range a run processes: the `hour`/`hour_to` params, else the data interval,
+    else (a manual run without a logical date) the last complete hour before `now`."""
+    first = params.get("hour")
+    if not first:
+        start = interval_start if interval_start is not None else now - timedelta(hours=1)
+        first = hour_text(start.astimezone(UTC))
+    last = params.get("hour_to") or first
+    if last < first:
+        raise ValueError(f"hour_to {last} is before hour {first}; give a range forwards")
+    if params.get("audit_only") and params.get("rebuild_from_snapshot"):
+        raise ValueError("audit_only and rebuild_from_snapshot exclude each other; choose one")
+    return {
+        "from": first,
+        "to": last,
+        "audit_only": bool(params.get("audit_only")),
+        "tables": ",".join(params.get("tables") or []),
+        "rebuild": "true" if params.get("rebuild_from_snapshot") else "false",
+    }
+
+
+def dump_complete(pipeline_file: str, h: dict[str, object]) -> bool:
+    """Every topic's dump of every hour in the range has its `_SUCCESS` marker."""
+    cfg = load_config(pipeline_file)
+    for hr in hour_range(parse_hour(str(h["from"])), parse_hour(str(h["to"]))):
+        for topic in cfg.topics:
+            folder = raw_hour_folder(cfg.raw_path, topic, hr)
+            if not (folder / "_SUCCESS").is_file():
+                print(f"waiting for {folder}/_SUCCESS")
+                return False
+    return True
+
+
+def asset_extras(
+    report: dict[str, Any], tables: list[str], chosen: list[str], report_html: str
+) -> dict[str, dict[str, object]]:
+    """The extra of each table's Asset event: the hour's verdict and the table's counts."""
+    out: dict[str, dict[str, object]] = {}
+    for t in tables:
+        tr = report["tables"].get(t, {})
+        out[t] = {
+            "hour": report["hour"],
+            "merged": t in chosen,  # false: the run was limited to other tables
+            "verdict": report["verdict"],
+            "rows": tr.get("rows_after"),
+            "applied": tr.get("applied"),
+            "snapshot_id": tr.get("published_snapshot_id"),
+            "report": report_html,
+        }
+    return out
+
+
+def announce_assets(pipeline_file: str, h: dict[str, Any], outlet_events: Any) -> dict[str, str]:
+    """Set each table's Asset event extra from the last hour's report; the verdict."""
+    c = load_config(pipeline_file)
+    report_file = c.layout.report(parse_hour(str(h["to"])))
+    if not report_file.is_file():
+        raise RuntimeError(f"no audit report at {report_file}: the hour was not merged")
+    report = read_json(report_file)
+    html = str(report_file.parent / "report.html")
+    chosen = str(h["tables"]).split(",") if h["tables"] else list(c.tables)
+    for t, extra in asset_extras(report, list(c.tables), chosen, html).items():
+        outlet_events[table_asset(c, t)].extra = extra
+    return {"verdict": report["verdict"], "report": html}
+
+
+def table_asset(cfg: PipelineConfig, table: str) -> Asset:
+    return Asset(
+        name=f"recon.{cfg.name}.{table}",
+        uri=f"file://{cfg.warehouse}/iceberg/{cfg.name}.db/{table}",
+        group="recon",
+    )
+
+
+def dag_params(cfg: PipelineConfig) -> dict[str, Param]:
+    return {
+        "hour": Param(
+            None,
+            type=["null", "string"],
+            pattern=HOUR_PATTERN,
+            description="Manual runs: the hour to process (UTC, YYYY-MM-DDTHH). Empty: the "
+            "run's data interval, or the last complete hour.",
+        ),
+        "hour_to": Param(
+            None,
+            type=["null", "string"],
+            pattern=HOUR_PATTERN,
+            description="Manual runs: last hour of a range starting at `hour` (inclusive).",
+        ),
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string", "enum": list(cfg.tables)},
+            uniqueItems=True,
+            examples=list(cfg.tables),
+            description="Manual runs: merge and publish only these tables (empty: all). "
+            "The other tables' changes of the hour are reported as not merged.",
+        ),
+        "rebuild_from_snapshot": Param(
+            False,
+            type="boolean",
+            description="Drop the merge state of the tables (all, or those chosen) and "
+            "merge again from the snapshot every decoded hour since the start; the published "
+            "tables are replaced (earlier versions stay in their history).",
+        ),
+        "audit_only": Param(
+            False,
+            type="boolean",
+            description="Only re-write the audit reports of hours already merged.",
+        ),
+    }
+
+
+def _xcom(key: str) -> str:
+    return "{{ ti.xcom_pull(task_ids='hours')['" + key + "'] }}"
+
+
+def _stage_operators(
+    cfg: PipelineConfig, spark_conf: dict[str, str]
+) -> tuple[SparkSubmitOperator, SparkSubmitOperator, SparkSubmitOperator]:
+    """decode, merge_publish and audit: `jobs/stage.py` under spark-submit."""
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    args = ["--pipeline", str(cfg.source_file), "--from", _xcom("from"), "--to", _xcom("to")]
+    args += ["--run-id", "{{ run_id | replace(':', '_') | replace('+', '_') }}"]
+    common: dict[str, Any] = {
+        "application": str(STAGE_JOB),
+        "conn_id": "spark_default",
+        "conf": {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
+        | spark_conf,
+        "env_vars": {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
+        "name": f"recon-{cfg.name}",
+    }
+    decode = SparkSubmitOperator(
+        task_id="decode",
+        application_args=["decode", *args],
+        depends_on_past=True,  # hour H+1 starts with what hour H carried out
+        **common,
+    )
+    merge_args = ["--tables", _xcom("tables"), "--rebuild", _xcom("rebuild")]
+    merge = SparkSubmitOperator(
+        task_id="merge_publish",
+        application_args=["merge", *args, *merge_args],
+        depends_on_past=True,  # the state of hour H is the input of H+1
+        **common,
+    )
+    audit = SparkSubmitOperator(
+        task_id="audit",
+        application_args=["audit", *args],
+        trigger_rule="none_failed",  # runs after a skipped decode/merge (audit_only)
+        retries=0,  # a failing verdict is an answer, not a transient error
+        **common,
+    )
+    return decode, merge, audit
+
+
+def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> DAG:
+    pipeline_file = str(cfg.source_file)
+    assets = [table_asset(cfg, t) for t in cfg.tables]
+    with DAG(
+        dag_id=cfg.dag_id,
+        description=f"recon {cfg.format} pipeline {cfg.name} ({cfg.source_file})",
+        schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+        start_date=cfg.start,
+        catchup=True,
+        max_active_runs=1,  # hour H+1's merge never commits before hour H's
+        default_args={"owner": "recon", **RETRY},
+        tags=["recon", cfg.format],
+        doc_md=__doc__,
+        params=dag_params(cfg),
+    ) as dag:
+
+        @task
+        def hours(**context: Any) -> HourRange:
+            """The hour range this run processes."""
+            start = context.get("data_interval_start")
+            return resolve_hours(
+                context["params"],
+                start if isinstance(start, datetime) else None,
+                datetime.now(UTC),
+            )
+
+        @task.short_circuit(ignore_downstream_trigger_rules=False)
+        def needs_stages(h: Any) -> bool:
+            """False for audit_only runs: decode and merge are skipped, the audit still runs."""
+            return not h["audit_only"]
+
+        @task(outlets=assets, trigger_rule="all_done")
+        def announce(h: Any, **context: Any) -> dict[str, str]:
+            """Asset events for the published tables, with the audit's verdict and counts."""
+            return announce_assets(pipeline_file, h, context["outlet_events"])
+
+        rng = hours()
+        wait = PythonSensor(
+            task_id="wait_for_dump",
+            python_callable=dump_complete,
+            op_args=[pipeline_file, rng],
+            mode="reschedule",
+            poke_interval=120,
+            timeout=6 * 3600,
+            retries=0,
+        )
+        decode, merge, audit = _stage_operators(cfg, spark_conf or {})
+        needs_stages(rng) >> wait >> decode >> merge >> audit
+        rng >> audit
+        announced = announce(rng)
+        audit >> announced
+        if cfg.retention_hours:
+            _expire_task(pipeline_file, cfg.retention_hours, announced)
+    return dag
+
+
+def _expire_task(pipeline_file: str, keep_hours: int, after: Any) -> None:
+    @task
+    def expire() -> dict[str, object]:
+        """Keep `retention_hours` of versions and merge states; free older files.
+        (Retried: during a backfill it can meet a later hour's publish commit.)"""
+        from recon.ops.expire import expire as expire_pipeline  # run time only
+
+        return expire_pipeline(load_config(pipeline_file), keep_hours)
+
+    after >> expire()
+
+
+class ConfigErrorDag(DAG):
+    """Stands in for a pipeline whose YAML does not validate: bagging it fails with the message."""
+
+    config_error: str = ""
+
+    def validate(self) -> None:
+        raise ValueError(self.config_error)
+
+
+def _broken(path: Path, message: str) -> DAG:
+    dag = ConfigErrorDag(dag_id=f"recon_{path.stem}", schedule=None, tags=["recon", "broken"])
+    dag.config_error = message
+    return dag
+
+
+def load_dags(namespace: dict[str, Any], folder: Path | None = None) -> None:
+    """Put one DAG per pipeline YAML of `folder` (default `RECON_PIPELINES_DIR`, else the
+    project's `pipelines/`) into `namespace` (a DAG file's globals)."""
+    good, errors = load_folder(folder or pipelines_dir())
+    try:
+        spark_conf = extra_spark_conf()
+    except ValueError as err:  # every pipeline's DAG says what is wrong with the variable
+        errors.update({Path(str(c.source_file)): str(err) for c in good})
+        good = []
+    for cfg in good:
+        namespace[cfg.dag_id] = build_dag(cfg, spark_conf)
+    for path, msg in errors.items():
+        namespace[f"recon_{Path(path).stem}"] = _broken(Path(path), msg)

@@ -1,0 +1,177 @@
+"""What the audit reads: the counters and results the decode and merge stages left for the
+hour, the offsets index, the carried and quarantined records, the hour's events (aggregates
+only) and the previous hour's report. The only I/O of the audit's judgement; the tables' data
+is never read, so the cost follows the hour, not the history."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from recon.audit.rules import GtidSpan, PartitionKey, Run
+from recon.config import PipelineConfig
+from recon.decode.stage import read_counters
+from recon.decode.stats import DecodeCounters
+from recon.errors import NotDecodedError, NotMergedError
+from recon.layout import Layout, has_parquet, hour_text, read_json
+from recon.merge.result import MergeResult
+from recon.merge.stage import read_merge_result
+
+SAMPLES_PER_REASON = 3
+
+
+@dataclass
+class HourFacts:
+    dec: DecodeCounters
+    mer: MergeResult
+    runs: dict[PartitionKey, list[Run]]
+    """Offset runs read this hour, per partition."""
+    earlier_runs: dict[PartitionKey, list[Run]]
+    newest_event_ms: dict[str, int]
+    gtid: dict[str, GtidSpan]
+    previous_gtid: dict[str, dict[str, Any]]
+    open_age_hours: float | None
+    quarantine_samples: dict[str, list[dict[str, Any]]]
+
+
+def read_facts(spark: SparkSession | None, cfg: PipelineConfig, hour: datetime) -> HourFacts:
+    layout = cfg.layout
+    H = hour_text(hour)
+    if not layout.decode_counters(hour).is_file():
+        raise NotDecodedError(
+            f"hour {H} of pipeline {cfg.name} is not decoded; run `recon run` first"
+        )
+    if not layout.merge_result(hour).is_file():
+        raise NotMergedError(
+            f"hour {H} of pipeline {cfg.name} is not merged; run `recon merge --hour {H}` first"
+        )
+    runs, earlier = offset_runs(layout, hour)
+    newest, gtid = event_facts(spark, layout, hour)
+    return HourFacts(
+        dec=read_counters(cfg, hour),
+        mer=read_merge_result(cfg, hour),
+        runs=runs,
+        earlier_runs=earlier,
+        newest_event_ms=newest,
+        gtid=gtid,
+        previous_gtid=_previous_gtid(layout, hour),
+        open_age_hours=carried_age_hours(layout, hour),
+        quarantine_samples=quarantine_samples(layout, hour),
+    )
+
+
+def offset_runs(
+    layout: Layout, hour: datetime
+) -> tuple[dict[PartitionKey, list[Run]], dict[PartitionKey, list[Run]]]:
+    """(runs of this hour, runs of the earlier hours) per (topic, partition)."""
+    this: dict[PartitionKey, list[Run]] = {}
+    earlier: dict[PartitionKey, list[Run]] = {}
+    H = hour_text(hour)
+    root = layout.offsets_root
+    if not root.is_dir():
+        return this, earlier
+    for d in sorted(root.glob("hour=*")):
+        h = d.name.split("=", 1)[1]
+        files = sorted(d.glob("*.parquet"))
+        if h > H or not files:
+            continue
+        for r in pq.read_table(files).to_pylist():
+            k = (r["topic"], int(r["partition"]))
+            (this if h == H else earlier).setdefault(k, []).append((int(r["lo"]), int(r["hi"])))
+    return this, earlier
+
+
+def event_facts(
+    spark: SparkSession | None, layout: Layout, hour: datetime
+) -> tuple[dict[str, int], dict[str, GtidSpan]]:
+    """(newest source time per table, GTID span per source) of the hour's events."""
+    ev_dir = layout.events(hour)
+    newest: dict[str, int] = {}
+    spans: dict[str, GtidSpan] = {}
+    if spark is None or not has_parquet(ev_dir):
+        return newest, spans
+    ev = spark.read.parquet(str(ev_dir)).withColumn("table", F.concat_ws(".", "db", "tbl"))
+    for r in ev.groupBy("table").agg(F.max("event_time_ms").alias("t")).collect():
+        if r["t"] is not None:
+            newest[r["table"]] = int(r["t"])
+    # GTID numbers per source: MySQL uuid:N, MariaDB domain-server-seq (ordered per domain)
+    mysql = F.col("gtid").contains(":")
+    src = F.when(mysql, F.lower(F.substring_index("gtid", ":", 1))).otherwise(
+        F.concat(F.lit("domain "), F.split_part("gtid", F.lit("-"), F.lit(1)))
+    )
+    num = F.when(mysql, F.substring_index("gtid", ":", -1)).otherwise(
+        F.split_part("gtid", F.lit("-"), F.lit(3))
+    )
+    g = ev.where(F.col("gtid").isNotNull() & (F.col("gtid") != "")).select(
+        src.alias("src"), num.try_cast("bigint").alias("n")
+    )
+    agg = (
+        g.where(F.col("n").isNotNull())
+        .groupBy("src")
+        .agg(F.min("n").alias("lo"), F.max("n").alias("hi"), F.countDistinct("n").alias("k"))
+    )
+    for r in agg.collect():
+        spans[r["src"]] = {"first": int(r["lo"]), "last": int(r["hi"]), "distinct": int(r["k"])}
+    return newest, spans
+
+
+def carried_age_hours(layout: Layout, hour: datetime) -> float | None:
+    """Age at the hour's end of the oldest record carried out of it (an open transaction)."""
+    d = layout.carry(hour)
+    files = sorted(d.glob("*.parquet")) if d.is_dir() else []
+    if not files:
+        return None
+    ts = [
+        x
+        for x in pq.read_table(files, columns=["raw_ts_ms"]).column(0).to_pylist()
+        if x is not None
+    ]
+    if not ts:
+        return None
+    end = hour + timedelta(hours=1)
+    return (end.timestamp() * 1000 - min(ts)) / 3600_000
+
+
+def quarantine_samples(layout: Layout, hour: datetime) -> dict[str, list[dict[str, Any]]]:
+    """A few quarantined records per reason, with their coordinates and bytes (base64)."""
+    d = layout.quarantine(hour)
+    if not d.is_dir() or not any(d.rglob("*.parquet")):
+        return {}
+    data = ds.dataset(str(d), format="parquet")
+    wanted = ("topic", "partition", "offset", "reason", "raw_value")
+    cols = [c for c in wanted if c in data.schema.names]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for batch in data.to_batches(columns=cols, batch_size=1024):
+        for r in batch.to_pylist():
+            reason = str(r.get("reason") or "")
+            bucket = out.setdefault(reason.split(":", 1)[0], [])
+            if len(bucket) < SAMPLES_PER_REASON:
+                bucket.append(_sample(r, reason))
+        if len(out) > 20 and all(len(v) >= SAMPLES_PER_REASON for v in out.values()):
+            break
+    return out
+
+
+def _sample(r: dict[str, Any], reason: str) -> dict[str, Any]:
+    v = r.get("raw_value")
+    return {
+        "topic": r.get("topic"),
+        "partition": r.get("partition"),
+        "offset": r.get("offset"),
+        "reason": reason[:500],
+        "value_base64": base64.b64encode(v[:512]).decode() if v else None,
+    }
+
+
+def _previous_gtid(layout: Layout, hour: datetime) -> dict[str, dict[str, Any]]:
+    prev = layout.report(hour - timedelta(hours=1))
+    if not prev.is_file():
+        return {}
+    return dict(read_json(prev).get("decoding", {}).get("gtid", {}))

@@ -1,0 +1,419 @@
+"""The audit's rules: pure functions from the counts the stages left to findings, the
+conservation identity and a verdict (no Spark, no files: `recon.audit.facts` reads, this judges).
+
+The identity is checked as a chain, each link from counts made independently:
+1. records read = distinct + duplicates (in the hour, and of earlier hours);
+2. distinct + carried in = consumed + carried out + quarantined, where consumed counts the
+   records the decoders used (for events, control entries, or a reassembled group) and no record
+   is both carried and quarantined;
+3. events decoded = events the merge saw (configured tables + not configured + DDL);
+4. per table: changes = applied + skipped (below snapshot watermark, stale, already applied).
+A link that does not hold is a `balance` finding, and always fails the hour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, get_args
+
+from recon.decode.stats import Stat
+
+if TYPE_CHECKING:  # the config imports FINDINGS from here: no stage modules at run time
+    from recon.decode.stats import DecodeCounters, PartitionCounters
+    from recon.merge.result import MergeResult, TableMerge
+
+FindingKind = Literal[
+    "offset_gap",
+    "duplicate",
+    "quarantined",
+    "orphan_segment",
+    "open_transaction",
+    "seq_gap",
+    "gtid_gap",
+    "reconcile_mismatch",
+    "stale",
+    "balance",
+    "not_merged",
+]
+FINDINGS: tuple[str, ...] = get_args(FindingKind)
+Severity = Literal["warn", "fail"]
+Verdict = Literal["pass", "warn", "fail"]
+ALWAYS_FAILS: frozenset[str] = frozenset({"balance"})
+MAX_LISTED_GAPS = 50
+STALE_AFTER_SECONDS = 7200
+
+Run = tuple[int, int]
+PartitionKey = tuple[str, int]
+
+
+class Finding(TypedDict):
+    kind: FindingKind
+    message: str
+    severity: NotRequired[Severity]
+    table: NotRequired[str]
+    topic: NotRequired[str]
+    partition: NotRequired[int]
+
+
+def finding(kind: FindingKind, message: str, **where: Any) -> Finding:
+    f: Finding = {"kind": kind, "message": message}
+    f.update(where)  # type: ignore[typeddict-item]
+    return f
+
+
+# -- offsets ---------------------------------------------------------------------------------
+class OffsetGaps(TypedDict):
+    inside: list[Run]
+    between_hours: Run | None
+    earlier_still_open: list[Run]
+    previous_last_offset: int | None
+
+
+def holes(runs: Iterable[Run], lo: int, hi: int) -> list[Run]:
+    """Offsets in [lo, hi] no run covers, as inclusive ranges."""
+    out = []
+    nxt = lo
+    for a, b in sorted(runs):
+        if b < nxt:
+            continue
+        if a > nxt:
+            out.append((nxt, min(a - 1, hi)))
+        nxt = max(nxt, b + 1)
+        if nxt > hi:
+            break
+    if nxt <= hi:
+        out.append((nxt, hi))
+    return [(a, b) for a, b in out if a <= b]
+
+
+def offset_gaps(runs: list[Run], earlier: list[Run]) -> OffsetGaps:
+    """For one partition read this hour (its offset runs, and earlier hours' runs): gaps inside
+    the hour's offset range, the gap between the previous hours' last offset and this hour's
+    first, and gaps of earlier hours still open."""
+    lo, hi = min(a for a, _ in runs), max(b for _, b in runs)
+    upto = earlier + runs
+    prev_hi = max((b for _, b in earlier), default=None)
+    first = min(a for a, _ in upto)
+    all_holes = holes(upto, first, max(hi, prev_hi or hi))
+    after_prev = prev_hi if prev_hi is not None else -1
+    inside = [g for g in all_holes if g[0] > after_prev and g[1] <= hi]
+    between = None
+    if prev_hi is not None and lo > prev_hi + 1:
+        g = (prev_hi + 1, lo - 1)
+        if any(a <= g[0] and b >= g[1] for a, b in all_holes):
+            between = g
+            inside = [x for x in inside if x != g]
+    still_open = [g for g in all_holes if prev_hi is not None and g[1] <= prev_hi]
+    return {
+        "inside": inside,
+        "between_hours": between,
+        "earlier_still_open": still_open,
+        "previous_last_offset": prev_hi,
+    }
+
+
+NO_GAPS: OffsetGaps = {
+    "inside": [],
+    "between_hours": None,
+    "earlier_still_open": [],
+    "previous_last_offset": None,
+}
+
+
+def partition_report(p: PartitionCounters, g: OffsetGaps) -> tuple[dict[str, Any], list[Finding]]:
+    """One partition's input row of the report, and its offset and duplicate findings."""
+    missing_inside = sum(b - a + 1 for a, b in g["inside"])
+    row = {
+        "topic": p["topic"],
+        "partition": p["partition"],
+        "records": p.get("records", 0),
+        "bytes": p.get("bytes", 0),
+        "first_offset": p.get("min_offset"),
+        "last_offset": p.get("max_offset"),
+        "duplicates_in_hour": p.get("duplicates_in_hour", 0),
+        "duplicates_of_earlier_hours": p.get("duplicates_cross_hour", 0),
+        "offset_gaps": [list(x) for x in g["inside"][:MAX_LISTED_GAPS]],
+        "offsets_missing": missing_inside,
+        "gap_from_previous_hour": list(g["between_hours"]) if g["between_hours"] else None,
+        "earlier_gaps_still_open": len(g["earlier_still_open"]),
+        "decoder": p.get("decoder", {}),
+    }
+    where = {"topic": p["topic"], "partition": p["partition"]}
+    out = []
+    if g["inside"]:
+        first = g["inside"][0]
+        out.append(
+            finding(
+                "offset_gap",
+                f"{missing_inside} offsets missing inside the hour in {len(g['inside'])} gap(s), "
+                f"first {first[0]}..{first[1]}",
+                **where,
+            )
+        )
+    if g["between_hours"]:
+        a, b = g["between_hours"]
+        out.append(
+            finding(
+                "offset_gap",
+                f"offsets {a}..{b} missing between the previous hour's last offset and this "
+                "hour's first",
+                **where,
+            )
+        )
+    dups = p.get("duplicates_in_hour", 0) + p.get("duplicates_cross_hour", 0)
+    if dups:
+        out.append(
+            finding("duplicate", f"{dups} records delivered more than once (dropped)", **where)
+        )
+    return row, out
+
+
+# -- decoding --------------------------------------------------------------------------------
+def decoding_findings(
+    dec: DecodeCounters, open_age_hours: float | None, open_limit_hours: int
+) -> list[Finding]:
+    """Quarantine, orphan segments, sequence gaps, transactions open too long."""
+    tot = dec["totals"]
+    out = []
+    quarantined = int(tot.get(Stat.RECORDS_QUARANTINED, 0))
+    if quarantined:
+        reasons = sorted(dec.get("quarantine_reasons", {}).items())
+        out.append(
+            finding(
+                "quarantined",
+                f"{quarantined} records quarantined: "
+                + ", ".join(f"{r} ({n})" for r, n in reasons),
+            )
+        )
+    if tot.get(Stat.SEGMENTS_ORPHANED):
+        out.append(
+            finding(
+                "orphan_segment",
+                f"{tot[Stat.SEGMENTS_ORPHANED]} segments of envelopes that never completed",
+            )
+        )
+    if tot.get(Stat.SEQ_GAPS):
+        out.append(
+            finding(
+                "seq_gap",
+                f"{tot[Stat.SEQ_GAPS]} jumps in the producer's sequence numbers, "
+                f"{tot.get(Stat.SEQ_MISSING, 0)} entries missing",
+            )
+        )
+    if open_age_hours is not None and open_age_hours > open_limit_hours:
+        out.append(
+            finding(
+                "open_transaction",
+                f"a transaction has stayed open for {open_age_hours:.1f} h (over "
+                f"{open_limit_hours} h): its records are carried from hour to hour and none of "
+                "it is applied",
+            )
+        )
+    return out
+
+
+class GtidSpan(TypedDict):
+    first: int
+    last: int
+    distinct: int
+
+
+def gtid_report(
+    spans: dict[str, GtidSpan], previous: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], list[Finding]]:
+    """GTID continuity per source (server UUID / MariaDB domain): inside the hour, and since
+    the previous hour's last GTID."""
+    gtid: dict[str, dict[str, Any]] = {}
+    out = []
+    for src, g in sorted(spans.items()):
+        span = g["last"] - g["first"] + 1
+        gtid[src] = dict(g, missing_inside=span - g["distinct"])
+        before = previous.get(src, {}).get("last")
+        if before is not None and g["first"] > before + 1:
+            gtid[src]["missing_since_previous_hour"] = g["first"] - before - 1
+            out.append(
+                finding(
+                    "gtid_gap",
+                    f"GTIDs {before + 1}..{g['first'] - 1} of {src} are in neither this hour "
+                    "nor the previous one",
+                )
+            )
+        if span > g["distinct"]:
+            out.append(
+                finding(
+                    "gtid_gap",
+                    f"{span - g['distinct']} GTIDs of {src} between {g['first']} and "
+                    f"{g['last']} have no change in this stream (filtered upstream, or lost)",
+                )
+            )
+    return gtid, out
+
+
+# -- tables ----------------------------------------------------------------------------------
+def iso_ms(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def table_report(
+    name: str, t: TableMerge, newest_ms: int | None, hour_end: datetime
+) -> tuple[dict[str, Any], list[Finding]]:
+    """One table's row of the report (with its own balance), and its findings."""
+    skipped: dict[str, int] = dict(t.get("skipped", {}))  # type: ignore[arg-type]
+    changes = sum(t.get("changes_by_op", {}).values())
+    applied = int(t.get("applied", 0))
+    pub = t.get("published", {})
+    row = {
+        "rows_before": t.get("rows_before"),
+        "rows_after": t.get("rows_after"),
+        "changes_by_op": t.get("changes_by_op", {}),
+        "applied": applied,
+        "skipped": skipped,
+        "pk_changes": t.get("pk_changes", 0),
+        "snapshot_rows_loaded": t.get("snapshot_rows_loaded", 0),
+        "duplicate_keys": pub.get("duplicate_keys", 0),
+        "uncastable_values": pub.get("uncastable", {}),
+        "checksum": t.get("checksum"),
+        "schema_version": t.get("schema_version"),
+        "schema_changed": t.get("schema_changed", False),
+        "ddl_seen": t.get("ddl_seen", 0),
+        "newest_source_time": iso_ms(newest_ms),
+        "freshness_seconds": None
+        if newest_ms is None
+        else round(hour_end.timestamp() - newest_ms / 1000, 3),
+        "published_snapshot_id": pub.get("snapshot_id"),
+        "balanced": changes == applied + sum(skipped.values()),
+    }
+    out = []
+    if pub.get("duplicate_keys"):
+        out.append(
+            finding(
+                "balance", f"{pub['duplicate_keys']} duplicate primary keys published", table=name
+            )
+        )
+    if pub.get("uncastable"):
+        out.append(
+            finding(
+                "quarantined",
+                f"values that do not fit their column type were published as NULL: "
+                f"{pub['uncastable']}; declare the table's `ddl:`",
+                table=name,
+            )
+        )
+    return row, out
+
+
+def not_merged_findings(mer: MergeResult) -> list[Finding]:
+    return [
+        finding(
+            "not_merged",
+            f"{n} changes of this hour were not merged: the run was limited to "
+            f"{', '.join(mer.get('merged_tables', []))}; run the hour again for this table",
+            table=name,
+        )
+        for name, n in sorted(mer.get("not_merged", {}).items())
+    ]
+
+
+# -- the identity ----------------------------------------------------------------------------
+def events_merged(mer: MergeResult) -> int:
+    """Every event the merge accounted for: configured tables (changes + DDL), tables not
+    configured, and tables a limited run left out."""
+    return (
+        sum(
+            sum(t.get("changes_by_op", {}).values()) + t.get("ddl_seen", 0)
+            for t in mer["tables"].values()
+        )
+        + sum(mer.get("not_configured", {}).values())
+        + int(mer.get("ddl_not_configured", 0))
+        + sum(mer.get("not_merged", {}).values())
+        + int(mer.get("ddl_not_merged", 0))
+    )
+
+
+_CONTROL = (Stat.HEARTBEATS, Stat.CHECKPOINTS, Stat.TOMBSTONES, Stat.TRANSACTION_MARKERS)
+
+
+def identity(
+    dec: DecodeCounters, mer: MergeResult, tables: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], list[Finding]]:
+    """The conservation identity, link by link (module docstring), and a `balance` finding
+    naming the links that do not hold."""
+    tot = dec["totals"]
+    read = int(tot.get(Stat.RECORDS, 0))
+    distinct = int(tot.get(Stat.RECORDS_IN, 0))
+    dup_in = int(tot.get(Stat.DUPLICATES_IN_HOUR, 0))
+    dup_x = int(tot.get(Stat.DUPLICATES_CROSS_HOUR, 0))
+    carried_in = int(tot.get(Stat.RECORDS_CARRIED_IN, 0))
+    carried_out = int(tot.get(Stat.RECORDS_CARRIED_OUT, 0))
+    quarantined = int(tot.get(Stat.RECORDS_QUARANTINED, 0))
+    consumed = distinct + carried_in - carried_out - quarantined
+    decoded = sum(dec.get("events_by_op", {}).values())
+    merged = events_merged(mer)
+    links: dict[str, Any] = {
+        "records": {
+            "read": read,
+            "distinct": distinct,
+            "duplicates_in_hour": dup_in,
+            "duplicates_of_earlier_hours": dup_x,
+            "balanced": read == distinct + dup_in + dup_x,
+        },
+        "dispositions": {
+            "distinct": distinct,
+            "carried_in": carried_in,
+            "consumed": consumed,
+            "carried_out": carried_out,
+            "quarantined": quarantined,
+            "control": {str(k): int(tot.get(k, 0)) for k in _CONTROL if tot.get(k)},
+            "balanced": consumed >= 0,
+        },
+        "events": {
+            "decoded": decoded,
+            "merged": merged,
+            "not_configured": mer.get("not_configured", {}),
+            "not_merged": mer.get("not_merged", {}),
+            "balanced": decoded == merged,
+        },
+        "tables": {n: t["balanced"] for n, t in tables.items()},
+    }
+    bad = [k for k in ("records", "dispositions", "events") if not links[k]["balanced"]]
+    bad += [f"table {n}" for n, ok in links["tables"].items() if not ok]
+    links["balanced"] = not bad
+    if bad:
+        return links, [
+            finding("balance", "the conservation identity does not balance: " + ", ".join(bad))
+        ]
+    return links, []
+
+
+# -- freshness and the verdict ---------------------------------------------------------------
+def staleness(dec: DecodeCounters, newest_ms: int | None, hour_end: datetime) -> list[Finding]:
+    """Nothing shows the source is alive: no records at all, or only old changes (heartbeats
+    and checkpoints count as signs of life)."""
+    tot = dec["totals"]
+    alive = tot.get(Stat.HEARTBEATS) or tot.get(Stat.CHECKPOINTS)
+    if newest_ms is None and not alive and int(tot.get(Stat.RECORDS, 0)) == 0:
+        return [finding("stale", "no records at all this hour: nothing shows the source is alive")]
+    if newest_ms is not None and not alive:
+        if hour_end.timestamp() - newest_ms / 1000 > STALE_AFTER_SECONDS:
+            return [
+                finding("stale", "the newest source change is over 2 h older than the hour's end")
+            ]
+    return []
+
+
+def judge(findings: list[Finding], fail_on: Iterable[str]) -> tuple[Verdict, list[str]]:
+    """Set each finding's severity; the hour's verdict and the kinds that fail it."""
+    failing = set(fail_on) | ALWAYS_FAILS
+    for f in findings:
+        f["severity"] = "fail" if f["kind"] in failing else "warn"
+    if any(f["severity"] == "fail" for f in findings):
+        return "fail", sorted(failing)
+    return ("warn" if findings else "pass"), sorted(failing)
+
+
+def where(f: Finding) -> str:
+    """`table=... topic=... partition=...` of a finding, for one-line output."""
+    return " ".join(f"{k}={f[k]}" for k in ("table", "topic", "partition") if f.get(k) is not None)

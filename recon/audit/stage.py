@@ -1,0 +1,30 @@
+"""The `audit` stage of one pipeline-hour: read the facts, apply the rules, write the report
+(`report.json` validated against its schema, `report.html`) and the audit table's row."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import SparkSession
+
+from recon.audit.facts import read_facts
+from recon.audit.report import AuditReport, build_report, validate, write_report
+from recon.audit.table import append_audit_table
+from recon.config import PipelineConfig
+
+
+def audit_hour(
+    spark: SparkSession | None,
+    cfg: PipelineConfig,
+    hour: datetime,
+    run_id: str | None = None,
+    audited_by: str | None = None,
+) -> AuditReport:
+    """Build, validate and write the hour's report; `audited_by`: the run that (re)wrote it,
+    when it is not the run that merged the hour (an audit_only DAG run)."""
+    report = build_report(read_facts(spark, cfg, hour), cfg, hour, run_id)
+    report["audited_by"] = audited_by or report["run_id"]
+    validate(report)
+    write_report(cfg, hour, report)
+    append_audit_table(cfg, report)
+    return report

@@ -1,0 +1,140 @@
+"""The merge state's manifest (`_state/<p>/merge/manifest.json`): which bucket folders hold each
+table's state, its schema, the hours applied, the snapshot bootstrap.
+
+The manifest is the commit point of a merge: it is replaced atomically after the publish, so a
+run killed at any point leaves the previous one (and the previous published version) in force.
+Each merged hour's manifest is also kept (`manifests/hour=H.json`) for `recon rollback`.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict
+
+from recon.config import PipelineConfig
+from recon.errors import NoSavedStateError, ReconError
+from recon.layout import hour_text, read_json, write_json_atomic
+
+
+class BucketFile(TypedDict):
+    """One key-hash bucket of a table's state: the folder written by the run that last touched it."""
+
+    path: str
+    """Relative to `_state/<p>/merge/`."""
+    rows: int
+    """Live rows it publishes."""
+    state_rows: int
+    checksum: str
+    run_id: str
+    hour: str
+
+
+class TableEntry(TypedDict):
+    buckets: int
+    files: dict[str, BucketFile]
+    """Bucket number (as text) -> its folder."""
+    schema: dict[str, Any]
+    """`TableSchema.to_json()`."""
+    snapshot_loaded: NotRequired[bool]
+
+
+class SnapshotInfo(TypedDict):
+    watermark: dict[str, Any]
+    loaded_in_hour: str
+    run_id: str
+
+
+class Manifest(TypedDict):
+    version: int
+    hours: list[str]
+    snapshot: SnapshotInfo | None
+    tables: dict[str, TableEntry]
+    last_run: NotRequired[dict[str, str]]
+    reset: NotRequired[dict[str, Any]]
+    rolled_back: NotRequired[dict[str, Any]]
+
+
+def empty_manifest() -> Manifest:
+    return {"version": 0, "hours": [], "snapshot": None, "tables": {}}
+
+
+def load_manifest(cfg: PipelineConfig) -> Manifest:
+    p = cfg.layout.manifest
+    if p.is_file():
+        man: Manifest = read_json(p)
+        return man
+    return empty_manifest()
+
+
+def save_manifest(cfg: PipelineConfig, man: Manifest, hour: datetime | None = None) -> None:
+    """Commit `man` (and, for a merged hour, keep it as that hour's state for rollback)."""
+    layout = cfg.layout
+    write_json_atomic(layout.manifest, man, indent=1, sort_keys=True)
+    if hour is not None:
+        write_json_atomic(layout.saved_manifest(hour), man, indent=1, sort_keys=True)
+
+
+def copy_manifest(man: Manifest) -> Manifest:
+    return copy.deepcopy(man)
+
+
+def check_tables(cfg: PipelineConfig, tables: list[str] | None) -> list[str]:
+    """The tables a merge covers: all configured ones, or the subset asked for (validated)."""
+    if not tables:
+        return list(cfg.tables)
+    unknown = [t for t in tables if t not in cfg.tables]
+    if unknown:
+        raise ReconError(
+            f"table {unknown[0]} is not in pipeline {cfg.name}; choose from {', '.join(cfg.tables)}"
+        )
+    return [t for t in cfg.tables if t in tables]  # config order
+
+
+def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> Manifest:
+    """Forget the merge state of every table (or of `tables`): the next merge of each starts it
+    again from the snapshot and replaces the whole published table (a new Iceberg snapshot; the
+    earlier versions stay readable by time travel). Decoded hours are kept. Atomic, like a merge:
+    a run killed after this just rebuilds again."""
+    names = check_tables(cfg, tables)
+    man = load_manifest(cfg)
+    new = copy_manifest(man)
+    for n in names:
+        new["tables"].pop(n, None)
+    if not new["tables"]:
+        new["hours"], new["snapshot"] = [], None
+    new["version"] = man["version"] + 1
+    new["reset"] = {"tables": names, "version_before": man["version"]}
+    save_manifest(cfg, new)
+    return new
+
+
+def rollback_state(cfg: PipelineConfig, hour: datetime) -> Manifest:
+    """Make the merge state what it was after `hour` was last merged (its saved manifest; the
+    bucket folders it names are never rewritten). Later hours leave the state: merging them
+    again brings them back. Atomic like a merge."""
+    H = hour_text(hour)
+    layout = cfg.layout
+    saved = layout.saved_manifest(hour)
+    if not saved.is_file():
+        raise NoSavedStateError(
+            f"no saved merge state for hour {H} of pipeline {cfg.name} (not merged, or merged "
+            f"before states were kept per hour); `recon rebuild --to {H}` gives the same tables"
+        )
+    old: Manifest = read_json(saved)
+    for t in old["tables"].values():
+        for f in t["files"].values():
+            if not (layout.merge / f["path"]).is_dir():
+                raise NoSavedStateError(
+                    f"the merge state of hour {H} lost {layout.merge / f['path']}; "
+                    f"`recon rebuild --to {H}` gives the same tables"
+                )
+    cur = load_manifest(cfg)
+    new: Manifest = {
+        **old,
+        "version": cur["version"] + 1,
+        "hours": [h for h in old["hours"] if h <= H],
+        "rolled_back": {"to_hour": H, "version_before": cur["version"]},
+    }
+    save_manifest(cfg, new)
+    return new

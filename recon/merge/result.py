@@ -1,0 +1,63 @@
+"""What the merge stage leaves for the audit: `_state/<p>/merge/hours/hour=H.json`."""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+from recon.merge.manifest import SnapshotInfo
+
+
+class Skipped(TypedDict):
+    below_snapshot_watermark: int
+    stale: int
+    """Older than what the state holds for the key."""
+    already_applied: int
+    """Already in the state (a re-run of an hour)."""
+
+
+class PublishResult(TypedDict):
+    committed: bool
+    snapshot_id: int | None
+    files_added: NotRequired[int]
+    files_removed: NotRequired[int]
+    table: NotRequired[str]
+    uncastable: NotRequired[dict[str, int]]
+    """Column -> values that do not fit its published type (published as NULL)."""
+    duplicate_keys: NotRequired[int]
+
+
+class TableMerge(TypedDict):
+    rows_before: int
+    rows_after: int
+    checksum: str
+    changes_by_op: dict[str, int]
+    """Events of the hour routed to this table, by op (DDL apart)."""
+    entered_by_op: dict[str, int]
+    """Events that entered the merge (past the watermark), by op."""
+    applied: int
+    pk_changes: int
+    snapshot_rows_loaded: int
+    skipped: Skipped
+    not_comparable_to_watermark: int
+    ddl_seen: int
+    schema_version: int
+    schema_changed: bool
+    buckets_touched: int
+    buckets: int
+    primary_key: list[str]
+    published: PublishResult
+
+
+class MergeResult(TypedDict):
+    pipeline: str
+    hour: str
+    run_id: str
+    tables: dict[str, TableMerge]
+    merged_tables: list[str]
+    not_merged: dict[str, int]
+    """Changes of configured tables a run limited to other tables left out."""
+    ddl_not_merged: int
+    not_configured: dict[str, int]
+    """Changes of tables the pipeline does not publish."""
+    ddl_not_configured: int
+    snapshot: SnapshotInfo | None

@@ -1,0 +1,148 @@
+"""The fold of contributions into the state, and what the state publishes (Spark plans).
+
+Per key the contribution with the highest (order key, sign) wins; a keyless table keeps its
+contributions as a set and publishes `sum(sign)` copies of a row. Both are max/union folds, so
+applying hours twice or in any order gives the same state.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from recon.merge.contributions import STATE_COLS, row_key
+
+U64 = 1 << 64
+
+
+def is_multiset(ms_tables: list[str]) -> Column:
+    return F.col("table").isin(ms_tables) if ms_tables else F.lit(False)
+
+
+def main_contributions(contrib: DataFrame) -> DataFrame:
+    """One contribution per event (a PK change's tombstone and a multiset update's -1 copy ride
+    along), so skips and applies count events; out-of-band snapshot rows are apart."""
+    return contrib.where(
+        (F.col("op") != "pk_change")
+        & ((F.col("sign") != -1) | (F.col("op") == "delete"))
+        & (F.length("order_key") > 0)
+    )
+
+
+def skip_counts(
+    old: DataFrame, contrib: DataFrame, ms_tables: list[str]
+) -> dict[str, tuple[int, int]]:
+    """Per table (stale, already applied): changes older than what the state holds for their
+    key, or already in it (a re-run of an hour: same order key, or same multiset copy)."""
+    is_ms = is_multiset(ms_tables)
+    main = main_contributions(contrib)
+    olds = old.where(~is_ms & (F.col("sign") >= 0)).select(
+        "table", "key", F.col("order_key").alias("old_ok")
+    )
+    cmp = (
+        main.where(~is_ms)
+        .join(olds, ["table", "key"], "inner")
+        .groupBy("table")
+        .agg(
+            F.sum(F.when(F.col("order_key") < F.col("old_ok"), 1).otherwise(0)).alias("stale"),
+            F.sum(F.when(F.col("order_key") == F.col("old_ok"), 1).otherwise(0)).alias("again"),
+        )
+    )
+    out = {r["table"]: (int(r["stale"] or 0), int(r["again"] or 0)) for r in cmp.collect()}
+    if ms_tables:
+        ms_again = (
+            main.where(is_ms)
+            .join(old.where(is_ms), ["table", "key", "ident", "sign"], "left_semi")
+            .groupBy("table")
+            .agg(F.count("*").alias("n"))
+        )
+        for r in ms_again.collect():
+            out[r["table"]] = (0, int(r["n"]))
+    return out
+
+
+def fold(old: DataFrame, contrib: DataFrame, ms_tables: list[str]) -> DataFrame:
+    """The new state of the touched buckets: old state rows and this hour's contributions."""
+    is_ms = is_multiset(ms_tables)
+    allc = old.unionByName(contrib.select(*STATE_COLS))
+    pk_state = (
+        allc.where(~is_ms)
+        .groupBy("table", "bucket", "key")
+        .agg(F.max_by(F.struct(*STATE_COLS), F.struct("order_key", "sign")).alias("w"))
+        .select("w.*")
+    )
+    ms_state = allc.where(is_ms).dropDuplicates(["table", "bucket", "key", "ident", "sign"])
+    return pk_state.unionByName(ms_state)
+
+
+def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
+    """The published rows of state rows: live keys; multiset copies repeated by multiplicity."""
+    is_ms = is_multiset(ms_tables)
+    cols = ("table", "bucket", "key", "row", "order_key", "event_time_ms", "op")
+    pk_live = state.where(~is_ms & (F.col("sign") == 1)).select(*cols)
+    added = F.col("sign") > 0
+    ms = (
+        state.where(is_ms)
+        .groupBy("table", "bucket", "key")
+        .agg(
+            F.sum("sign").alias("n"),
+            F.max_by(F.when(added, F.col("row")), F.when(added, F.col("ident"))).alias("row"),
+            F.max(F.when(added, F.col("order_key"))).alias("order_key"),
+            F.max(F.when(added, F.col("event_time_ms"))).alias("event_time_ms"),
+            F.max_by(F.when(added, F.col("op")), F.when(added, F.col("order_key"))).alias("op"),
+        )
+        .where(F.col("n") > 0)
+        .withColumn("_copy", F.explode(F.sequence(F.lit(1), F.col("n"))))
+        .select(*cols)
+    )
+    return pk_live.unionByName(ms)
+
+
+class BucketStats(TypedDict):
+    rows: int
+    checksum: int
+    state_rows: int
+
+
+def bucket_stats(state: DataFrame, live: DataFrame) -> dict[tuple[str, int], BucketStats]:
+    """Per (table, bucket) written: live rows, their order-independent checksum, state rows."""
+    out: dict[tuple[str, int], BucketStats] = {}
+    ck = F.sum(F.xxhash64(row_key(F.col("row"))).cast("decimal(38,0)"))
+    agg = live.groupBy("table", "bucket").agg(F.count("*").alias("rows"), ck.alias("ck"))
+    for r in agg.collect():
+        out[(r["table"], int(r["bucket"]))] = {
+            "rows": int(r["rows"]),
+            "checksum": int(r["ck"] or 0),
+            "state_rows": 0,
+        }
+    for r in state.groupBy("table", "bucket").agg(F.count("*").alias("n")).collect():
+        key = (r["table"], int(r["bucket"]))
+        out.setdefault(key, {"rows": 0, "checksum": 0, "state_rows": 0})["state_rows"] = int(r["n"])
+    return out
+
+
+class EnteredCounts(TypedDict):
+    by_op: dict[str, dict[str, int]]
+    """Per table: events that entered the merge, by op."""
+    pk_changes: dict[str, int]
+    snapshot_rows: dict[str, int]
+
+
+def entered_counts(contrib: DataFrame) -> EnteredCounts:
+    out: EnteredCounts = {"by_op": {}, "pk_changes": {}, "snapshot_rows": {}}
+    main = F.when((F.col("sign") != -1) | (F.col("op") == "delete"), 1).otherwise(0)
+    oob = (F.length("order_key") == 0).alias("oob")
+    agg = contrib.groupBy("table", "op", oob).agg(
+        F.count("*").alias("n"), F.sum(main).alias("main")
+    )
+    for r in agg.collect():
+        t = r["table"]
+        if r["oob"]:
+            out["snapshot_rows"][t] = out["snapshot_rows"].get(t, 0) + int(r["n"])
+        elif r["op"] == "pk_change":
+            out["pk_changes"][t] = int(r["n"])
+        elif r["main"]:
+            out["by_op"].setdefault(t, {})[r["op"]] = int(r["main"])
+    return out

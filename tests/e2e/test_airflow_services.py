@@ -1,0 +1,224 @@
+"""Airflow as users run it: a scheduler, dag-processor and api-server running; a backfill over
+three hours through `airflow backfill create`; the audit verdicts read in a logged-in headless
+Chromium from the plugin's views in the Airflow UI; the plugin's file route refuses `..`.
+
+The pipeline starts three hours before the current hour, so unpausing its DAG (catchup on)
+schedules nothing the backfill does not already cover: the backfill's runs exist first.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from recon.airflow.ui import run_prefix
+from recon.cli import main
+from recon.config import load_config
+from recon.publish.export import export_rows
+from recon.publish.iceberg import load_table
+from tests.support.airflow_services import PASSWORD, USER, AirflowServices
+from tests.support.browser import Browser
+from tests.support.canal import write_canal_dump, write_canal_pipeline
+
+NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+START = NOW - timedelta(hours=3)
+HOURS = [START + timedelta(hours=i) for i in range(3)]
+DAG = "recon_bf"
+
+
+def _h(h: datetime) -> str:
+    return h.strftime("%Y-%m-%dT%H")
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AirflowServices, Path]]:
+    tmp = tmp_path_factory.mktemp("airflow-services")
+    write_canal_dump(tmp / "raw", "bf", START, 3, seed=5)
+    write_canal_pipeline(
+        tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START, retention_hours=2
+    )
+    af = AirflowServices(tmp / "airflow", tmp / "pipelines").start()
+    try:
+        af.wait(lambda: af._get(f"/api/v2/dags/{DAG}"), 180, f"{DAG} parsed")
+        r = af.airflow(
+            "backfill", "create", "--dag-id", DAG,
+            "--from-date", HOURS[0].isoformat(), "--to-date", HOURS[-1].isoformat(),
+            "--reprocess-behavior", "failed",  # needed: decode and merge depend on the past
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        af.api("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": False})
+
+        def finished() -> list[dict] | None:
+            runs = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns?order_by=logical_date")["dag_runs"]
+            done = [x for x in runs if x["state"] in ("success", "failed")]
+            return runs if len(runs) >= 3 and len(done) == len(runs) else None
+
+        runs = af.wait(finished, 1200, "three backfill runs finished")
+        assert [x["state"] for x in runs] == ["success"] * 3, json.dumps(runs, indent=1)
+        assert {x["run_type"] for x in runs} == {"backfill"}
+        yield af, tmp
+    finally:
+        af.stop()
+
+
+def test_backfill_of_three_hours_equals_recon_run(backfilled: tuple[AirflowServices, Path]) -> None:
+    af, tmp = backfilled
+    runs = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns?order_by=logical_date")["dag_runs"]
+    # each run processed its own data interval: a real one-hour interval per scheduled hour
+    assert [x["data_interval_start"][:13] for x in runs] == [_h(h) for h in HOURS]
+    direct = write_canal_pipeline(tmp / "direct", "bf", tmp / "raw", tmp / "wh_run", START)
+    assert (
+        main(["run", "--pipeline", str(direct), "--from", _h(HOURS[0]), "--to", _h(HOURS[-1])]) == 0
+    )
+    dag_rows = list(export_rows(load_config(tmp / "pipelines" / "bf.yaml"), "shop.orders"))
+    run_rows = list(export_rows(load_config(direct), "shop.orders"))
+    assert dag_rows == run_rows and len(dag_rows) >= 3
+    for h in HOURS:
+        a = json.loads((tmp / "wh_dag" / "audit" / "bf" / _h(h) / "report.json").read_text())
+        b = json.loads((tmp / "wh_run" / "audit" / "bf" / _h(h) / "report.json").read_text())
+        assert a["verdict"] == b["verdict"]
+        assert a["tables"]["shop.orders"]["checksum"] == b["tables"]["shop.orders"]["checksum"]
+        assert a["input"] == b["input"] and a["identity"]["balanced"]
+    # retention_hours 2: each run's expire task kept the last two hours' versions, freed hour 0's
+    versions = load_table(load_config(tmp / "pipelines" / "bf.yaml"), "shop.orders").snapshots()
+    assert {v.summary.additional_properties["recon.hour"] for v in versions} == {
+        _h(HOURS[1]),
+        _h(HOURS[2]),
+    }
+    for x in runs:
+        tis = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{x['dag_run_id']}/taskInstances")
+        assert {t["task_id"]: t["state"] for t in tis["task_instances"]}["expire"] == "success"
+
+
+def _login(b: Browser, url: str) -> None:
+    b.goto(url + "/")
+    b.wait_for(
+        "location.pathname.startsWith('/auth') && !!document.querySelector('input[name=password]')"
+    )
+    b.type_into("input[name=username]", USER)
+    b.type_into("input[name=password]", PASSWORD)
+    b.wait_for("!document.querySelector('button[type=submit]').disabled")
+    b.js("document.querySelector('button[type=submit]').click()")
+    b.wait_for("!location.pathname.startsWith('/auth')")
+
+
+def test_verdicts_in_the_airflow_ui(backfilled: tuple[AirflowServices, Path]) -> None:
+    af, tmp = backfilled
+    runs = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns?order_by=logical_date")["dag_runs"]
+    run = runs[1]
+    report = json.loads(
+        (tmp / "wh_dag" / "audit" / "bf" / _h(HOURS[1]) / "report.json").read_text()
+    )
+    views = {
+        v["destination"]: v["href"]
+        for p in af.api("GET", "/api/v2/plugins")["plugins"]
+        if p["name"] == "recon"
+        for v in p["external_views"]
+    }
+    assert views == {
+        "nav": "recon/",
+        "dag": "recon/dags/{DAG_ID}",
+        "dag_run": "recon/dags/{DAG_ID}/runs/{RUN_ID}",
+    }
+    b = Browser()
+    try:
+        # not logged in: the plugin's page is not served
+        b.goto(f"{af.url}/recon/dags/{DAG}")
+        assert "Not authenticated" in b.wait_for("document.body && document.body.innerText")
+        _login(b, af.url)
+        # the DAG-run view: Airflow's UI with the plugin's page in its iframe
+        b.goto(f"{af.url}/dags/{DAG}/runs/{run['dag_run_id']}/plugin/recon-run")
+        b.wait_for("!!document.querySelector('iframe')")
+        frame = af.wait(
+            lambda: next((t for t in b.frame_texts() if "identity" in t.lower()), None),
+            60, "the run's report inside the UI",
+        )  # fmt: skip
+        assert f"{DAG}: run {run['dag_run_id']}" in frame
+        assert f"{_h(HOURS[1])}: {report['verdict'].upper()}" in frame
+        assert _h(HOURS[0]) not in frame  # only the hour this run merged
+        # the DAG view lists every hour with its verdict
+        b.goto(f"{af.url}/dags/{DAG}/plugin/recon-dag")
+        b.wait_for("!!document.querySelector('iframe')")
+        listing = af.wait(
+            lambda: next((t for t in b.frame_texts() if "audit per hour" in t), None), 60
+        )
+        for h in HOURS:
+            assert _h(h) in listing
+        assert listing.count(report["verdict"].upper()) >= 1
+    finally:
+        b.close()
+
+
+def _raw_get(af: AirflowServices, path: str, token: str | None) -> tuple[int, str]:
+    """A request sent as written: no client-side `..` folding, the UI's cookie as credential."""
+    conn = http.client.HTTPConnection("localhost", af.port, timeout=30)
+    conn.request("GET", path, headers={"Cookie": f"_token={token}"} if token else {})
+    r = conn.getresponse()
+    return r.status, r.read().decode(errors="replace")
+
+
+def test_plugin_files_only_under_the_audit_root(backfilled: tuple[AirflowServices, Path]) -> None:
+    af, tmp = backfilled
+    token = af.token()
+    ok, body = _raw_get(af, f"/recon/files/bf/{_h(HOURS[0])}/report.json", token)
+    assert ok == 200 and json.loads(body)["hour"] == _h(HOURS[0])
+    assert _raw_get(af, f"/recon/files/bf/{_h(HOURS[0])}/report.json", None)[0] == 401
+    (tmp / "wh_dag" / "secret.txt").write_text("not a report")
+    for path in (
+        "/recon/files/bf/../secret.txt",
+        "/recon/files/bf/%2e%2e/secret.txt",
+        "/recon/files/bf/..%2F..%2Fsecret.txt",
+        f"/recon/files/bf/{_h(HOURS[0])}/../../secret.txt",
+    ):
+        status, body = _raw_get(af, path, token)
+        assert status == 403 and "refused" in body, (path, status, body)
+    (tmp / "wh_dag" / "audit" / "bf" / "link").symlink_to(tmp / "wh_dag")
+    status, body = _raw_get(af, "/recon/files/bf/link/secret.txt", token)
+    assert status == 403 and "leads out of the audit root" in body
+
+
+def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
+    backfilled: tuple[AirflowServices, Path],
+) -> None:
+    af, tmp = backfilled
+    runs_url = f"/api/v2/dags/{DAG}/dagRuns"
+    # the trigger form's params are validated: a malformed hour is refused before any run exists
+    try:
+        af.api("POST", runs_url, {"logical_date": None, "conf": {"hour": "yesterday"}})
+        raise AssertionError("a malformed hour was accepted")
+    except urllib.error.HTTPError as err:
+        assert err.code == 400 and "hour" in err.read().decode()
+    report = tmp / "wh_dag" / "audit" / "bf" / _h(HOURS[2]) / "report.json"
+    written = json.loads(report.read_text())["generated_at"]
+    run = af.api(
+        "POST", runs_url, {"logical_date": None, "conf": {"hour": _h(HOURS[2]), "audit_only": True}}
+    )
+    assert run["logical_date"] is None
+
+    def done() -> dict | None:
+        r = af.api("GET", f"{runs_url}/{run['dag_run_id']}")
+        return r if r["state"] in ("success", "failed") else None
+
+    assert af.wait(done, 600, "the manual run")["state"] == "success"
+    tis = af.api("GET", f"{runs_url}/{run['dag_run_id']}/taskInstances")["task_instances"]
+    states = {t["task_id"]: t["state"] for t in tis}
+    assert states["decode"] == states["merge_publish"] == "skipped"
+    assert states["audit"] == states["announce"] == "success"
+    rewritten = json.loads(report.read_text())
+    assert rewritten["generated_at"] >= written
+    # the report says which run rewrote it, so that run's tab in the UI shows it
+    assert rewritten["audited_by"] == run_prefix(run["dag_run_id"]) + _h(HOURS[2])
+    assert rewritten["run_id"] != rewritten["audited_by"]  # the merge was another run's
+    xcom = af.api(
+        "GET",
+        f"{runs_url}/{run['dag_run_id']}/taskInstances/hours/xcomEntries/return_value"
+        "?deserialize=true&stringify=false",
+    )["value"]
+    xcom = json.loads(xcom) if isinstance(xcom, str) else xcom
+    assert (xcom["from"], xcom["to"], xcom["audit_only"]) == (_h(HOURS[2]), _h(HOURS[2]), True)

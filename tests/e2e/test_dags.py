@@ -1,0 +1,132 @@
+"""The DAG factory (issue 5): every pipeline YAML becomes a DAG with the expected tasks,
+dependencies, schedule, retries and tags; a broken YAML breaks only its own DAG; nothing heavy
+is imported at parse time. DagBags are built in a fresh interpreter so sys.modules is honest."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PROBE = r"""
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+out = {"errors": {k: v for k, v in bag.import_errors.items()}, "dags": {},
+       "heavy": [m for m in ("pyspark", "pyarrow", "pandas", "pyiceberg", "recon.spark",
+                             "recon.decoders") if m in sys.modules]}
+for dag_id, d in bag.dags.items():
+    out["dags"][dag_id] = {
+        "tasks": {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},
+        "timetable": type(d.timetable).__name__,
+        "summary": d.timetable.summary,
+        "catchup": d.catchup,
+        "max_active_runs": d.max_active_runs,
+        "tags": sorted(d.tags),
+        "retries": {t.task_id: t.retries for t in d.tasks},
+        "depends_on_past": {t.task_id: t.depends_on_past for t in d.tasks},
+        "conn": {t.task_id: getattr(t, "_conn_id", None) for t in d.tasks},
+        "start": d.start_date.isoformat() if d.start_date else None,
+        "params": sorted(d.params.keys()),
+        "outlets": {t.task_id: [a.name for a in t.outlets] for t in d.tasks},
+        "spark_conf": getattr(d.get_task("decode"), "conf", None),
+        "tables_param": d.params.get_param("tables").schema,
+    }
+print("PROBE" + json.dumps(out))
+"""
+
+
+def _bag(tmp: Path, pipelines: Path, **env_extra: str) -> dict:
+    env = dict(
+        os.environ,
+        AIRFLOW_HOME=str(tmp / "airflow"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        RECON_PIPELINES_DIR=str(pipelines),
+        **env_extra,
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT / "dags")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    line = next(x for x in r.stdout.splitlines() if x.startswith("PROBE"))
+    return dict(json.loads(line[len("PROBE") :]))
+
+
+def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None:
+    got = _bag(tmp_path, ROOT / "pipelines")
+    assert got["errors"] == {}
+    assert got["heavy"] == [], "DAG parsing must not import Spark, pyarrow, pandas or pyiceberg"
+    names = sorted(p.stem for p in (ROOT / "pipelines").glob("*.yaml"))
+    assert sorted(got["dags"]) == [f"recon_{n}" for n in names]
+    d = got["dags"]["recon_demo_canal_pb"]
+    assert d["tasks"] == {
+        "hours": ["announce", "audit", "needs_stages", "wait_for_dump"],
+        "needs_stages": ["wait_for_dump"],
+        "wait_for_dump": ["decode"],
+        "decode": ["merge_publish"],
+        "merge_publish": ["audit"],
+        "audit": ["announce"],
+        "announce": [],
+    }
+    assert d["timetable"] == "CronDataIntervalTimetable" and d["summary"] == "0 * * * *"
+    assert d["catchup"] is True and d["max_active_runs"] == 1
+    assert d["start"].startswith("2026-11-20T00:00:00")
+    assert d["tags"] == ["canal_pb", "recon"]
+    assert d["retries"]["decode"] == 2 and d["retries"]["merge_publish"] == 2
+    assert d["retries"]["audit"] == 0  # a failing verdict is not retried
+    assert d["depends_on_past"]["merge_publish"] is True
+    assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
+    assert {d["conn"][t] for t in ("decode", "merge_publish", "audit")} == {"spark_default"}
+    assert d["params"] == ["audit_only", "hour", "hour_to", "rebuild_from_snapshot", "tables"]
+    assert d["outlets"]["announce"] == ["recon.demo_canal_pb.shop.orders"]
+    assert d["tables_param"]["items"] == {"type": "string", "enum": ["shop.orders"]}
+    assert d["spark_conf"]["spark.pyspark.python"] == sys.executable
+
+
+def test_retention_adds_an_expire_task_after_announce(tmp_path: Path) -> None:
+    pipelines = tmp_path / "pipelines"
+    shutil.copytree(ROOT / "pipelines", pipelines)
+    p = pipelines / "demo_canal_pb.yaml"
+    p.write_text(p.read_text() + "retention_hours: 168\n")
+    got = _bag(tmp_path, pipelines)
+    assert got["dags"]["recon_demo_canal_pb"]["tasks"]["announce"] == ["expire"]
+    assert got["dags"]["recon_demo_canal_pb"]["retries"]["expire"] == 2
+    assert "expire" not in got["dags"]["recon_demo_canal_json"]["tasks"]
+
+
+def test_extra_spark_conf_reaches_every_stage_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
+    conf = '{"spark.archives": "hdfs:///envs/recon.tar.gz#env"}'
+    got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF=conf)
+    d = got["dags"]["recon_demo_canal_pb"]
+    assert d["spark_conf"]["spark.archives"] == "hdfs:///envs/recon.tar.gz#env"
+    got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF='["not", "an object"]')
+    assert "recon_demo_canal_pb" not in got["dags"]  # no DAG runs with a conf it cannot honour
+    msgs = list(got["errors"].values())  # keyed by the DAG file: one line for all pipelines
+    assert msgs and all(
+        "RECON_SPARK_CONF is not a JSON object" in m and "Traceback" not in m for m in msgs
+    )
+
+
+def test_a_broken_yaml_breaks_only_its_own_dag(tmp_path: Path) -> None:
+    pipelines = tmp_path / "pipelines"
+    shutil.copytree(ROOT / "pipelines", pipelines)
+    (pipelines / "broken_one.yaml").write_text(
+        (pipelines / "demo_canal_pb.yaml").read_text().replace("format: canal_pb", "format: avro")
+    )
+    got = _bag(tmp_path, pipelines)
+    assert "recon_demo_canal_pb" in got["dags"] and len(got["dags"]) == len(
+        list((ROOT / "pipelines").glob("*.yaml"))
+    )
+    assert "recon_broken_one" not in got["dags"]
+    (msg,) = got["errors"].values()
+    assert "broken_one.yaml" in msg and "'avro' is not a format" in msg
+    assert "Traceback" not in msg

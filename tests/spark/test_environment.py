@@ -1,0 +1,66 @@
+"""The installed environment works: pyspark's own files (not pyspark-client's) run mapInArrow,
+and spark-submit runs the decode job end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def test_pyspark_is_its_own_version_not_pyspark_clients() -> None:
+    import pyspark
+
+    assert pyspark.__version__ == metadata.version("pyspark")
+
+
+def test_map_in_arrow_runs_in_process(spark) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def double(batches):  # type: ignore[no-untyped-def]
+        for b in batches:
+            yield pa.RecordBatch.from_arrays([pc.multiply(b.column(0), 2)], names=["id"])
+
+    rows = spark.range(10).mapInArrow(double, "id long").orderBy("id").collect()
+    assert [r.id for r in rows] == [2 * i for i in range(10)]
+
+
+def test_spark_submit_runs_the_decode_job(tmp_path: Path) -> None:
+    from recon.demo import sample
+    from recon.demo.demo import write_dump
+
+    h0 = datetime(2026, 11, 20, tzinfo=UTC)
+    txns = sample.workload(h0, 1, txns_per_hour=4, seed=2)
+    recs = sample.to_records(sample.encode_debezium(txns), "t")
+    write_dump(tmp_path / "raw", "t", recs, "parquet", [h0])
+    from tests.support.builders import write_pipeline
+
+    cfg = write_pipeline(tmp_path / "p.yaml", name="p", format="debezium_json", topics=["t"])
+    venv_bin = Path(sys.executable).parent
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PATH=f"{venv_bin}:{os.environ['PATH']}")
+    proc = subprocess.run(
+        [
+            str(venv_bin / "spark-submit"),
+            "--master",
+            "local[2]",
+            str(ROOT / "jobs" / "decode.py"),
+            "--pipeline",
+            str(cfg),
+            "--hour",
+            "2026-11-20T00",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    n_changes = sum(len(t.changes) for t in txns)
+    assert f"{n_changes} events" in proc.stdout
+    assert (tmp_path / "wh" / "_state" / "p" / "decode" / "hour=2026-11-20T00.json").is_file()

@@ -1,0 +1,78 @@
+"""`recon expire`: a window of versions and merge states is kept, older files are deleted, and
+what remains still exports, rolls back and merges."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from recon.cli import main
+from recon.hours import format_hour, parse_hour
+from recon.merge.manifest import load_manifest
+from recon.merge.stage import merge_hour
+from recon.publish.export import export_rows
+from recon.publish.iceberg import load_table, local_path
+from tests.support.builders import pipeline
+from tests.support.merge import event, write_hour
+
+H0 = parse_hour("2026-01-01T00")
+T = {"id": "int32", "v": "string"}
+
+
+def hour(i: int) -> Any:
+    return H0 + timedelta(hours=i)
+
+
+def _parquet(folder: Path) -> set[Path]:
+    return set(folder.rglob("*.parquet"))
+
+
+def test_expire_keeps_the_window_and_frees_the_rest(spark, tmp_path: Path, capsys) -> None:
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {"primary_key": ["id"]}})
+    for i in range(4):  # every hour updates the same keys of s.a: each rewrites its buckets
+        evs = [
+            event(i * 10 + k, "s.a", "insert", None, {"id": k, "v": f"h{i}"}, T) for k in range(8)
+        ]
+        if i == 0:  # s.b changes in hour 0 only: its files of hour 0 stay current
+            evs += [event(100 + k, "s.b", "insert", None, {"id": k, "v": "b"}, T) for k in range(3)]
+        write_hour(cfg, hour(i), evs)
+        merge_hour(spark, cfg, hour(i), buckets=4)
+    rows = list(export_rows(cfg, "s.a"))
+    b_rows = list(export_rows(cfg, "s.b"))
+    table_data = local_path(load_table(cfg, "s.a").location()) / "data"
+    state_data = cfg.layout.merge_data
+    files_before, state_before = _parquet(table_data), _parquet(state_data)
+    h1_version = list(export_rows(cfg, "s.a", hour=format_hour(hour(1))))
+    assert main(["expire", "--pipeline", str(cfg.source_file), "--keep-hours", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "kept hours from 2026-01-01T02 on" in out and "2 saved hour states dropped" in out
+    # the current table is intact; hours 2-3 stay readable and rollback-able, 0-1 are gone
+    assert list(export_rows(cfg, "s.a")) == rows
+    assert {
+        s.summary.additional_properties["recon.hour"] for s in load_table(cfg, "s.a").snapshots()
+    } == {
+        format_hour(hour(2)),
+        format_hour(hour(3)),
+    }
+    assert _parquet(table_data) < files_before and _parquet(state_data) < state_before
+    a_state = {p for p in _parquet(state_data) if "_t=s.a" in str(p)}
+    assert not any(format_hour(hour(0)) in str(p) for p in _parquet(table_data) | a_state)
+    # what the current versions still use is kept, however old
+    assert any(format_hour(hour(0)) in str(p) and "_t=s.b" in str(p) for p in _parquet(state_data))
+    assert list(export_rows(cfg, "s.b")) == b_rows and len(b_rows) == 3
+    assert (
+        main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", format_hour(hour(1))])
+        == 2
+    )
+    assert "no saved merge state for hour 2026-01-01T01" in capsys.readouterr().err
+    assert (
+        main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", format_hour(hour(2))])
+        == 0
+    )
+    assert {r["v"] for r in export_rows(cfg, "s.a")} == {"h2"}
+    # and the state left is whole: hour 3 merges again onto it
+    merge_hour(spark, cfg, hour(3), buckets=4)
+    assert list(export_rows(cfg, "s.a")) == rows
+    assert load_manifest(cfg)["hours"][-1] == format_hour(hour(3))
+    assert h1_version != rows  # (hour 1's version really was different, and is no longer kept)

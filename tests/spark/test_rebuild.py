@@ -1,0 +1,186 @@
+"""Merging a subset of tables, rebuilding the merge state from the snapshot and every decoded
+hour since the start (the `tables` and `rebuild_from_snapshot` params of the DAGs), and rolling
+back to an hour (`recon rollback`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.stage import main as stage_main
+from recon.audit.stage import audit_hour
+from recon.cli import main
+from recon.config import PipelineConfig, load_config
+from recon.errors import ReconError
+from recon.hours import format_hour, parse_hour
+from recon.merge.manifest import load_manifest
+from recon.merge.stage import merge_hour
+from recon.publish.export import export_rows
+from recon.publish.iceberg import load_table
+from tests.support.builders import edit_pipeline, pipeline
+from tests.support.merge import event, write_hour
+
+H0 = parse_hour("2026-01-01T00")
+T = {"id": "int32", "v": "string"}
+UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+TABLES = {"s.a": {"primary_key": ["id"]}, "s.b": {"primary_key": ["id"]}}
+
+
+def hour(i: int) -> Any:
+    return H0 + timedelta(hours=i)
+
+
+def _hours(cfg: PipelineConfig) -> None:
+    """Three hours of changes to s.a and s.b, GTIDs 1..18; the snapshot holds GTIDs 1-2."""
+    n = 0
+    for i in range(3):
+        evs = []
+        for t in ("s.a", "s.b"):
+            for k in range(3):
+                n += 1
+                key = i * 10 + k
+                evs.append(
+                    event(n, t, "insert", None, {"id": key, "v": f"{t}{n}"}, T, gtid=f"{UUID}:{n}")
+                )
+        write_hour(cfg, hour(i), evs)
+        counters = cfg.layout.decode_counters(hour(i))  # what decode counted
+        counters.write_text(
+            json.dumps({**json.loads(counters.read_text()), "events_by_op": {"insert": 6}})
+        )
+
+
+def _snapshot(folder: Path) -> dict[str, Any]:
+    for t in ("s.a", "s.b"):
+        (folder / t).mkdir(parents=True)
+        pq.write_table(
+            pa.Table.from_pylist([{"id": 100, "v": f"snap {t}"}, {"id": 0, "v": "ignored"}]),
+            folder / t / "part-0.parquet",
+        )
+    (folder / "_watermark.json").write_text(json.dumps({"gtid_set": f"{UUID}:1-2"}))
+    return {"path": str(folder)}
+
+
+def _rows(cfg: PipelineConfig, table: str) -> list[dict[str, Any]]:
+    return list(export_rows(cfg, table))
+
+
+def test_a_run_limited_to_some_tables_merges_them_and_reports_the_rest(spark, tmp_path) -> None:
+    cfg = pipeline(tmp_path / "part", TABLES)
+    full = pipeline(tmp_path / "full", TABLES)
+    _hours(cfg)
+    _hours(full)
+    with pytest.raises(ReconError, match=r"table s\.zz is not in pipeline t; choose from s\.a"):
+        merge_hour(spark, cfg, hour(0), tables=["s.zz"])
+    r = merge_hour(spark, cfg, hour(0), buckets=4, tables=["s.a"])
+    assert list(r["tables"]) == ["s.a"] and r["not_merged"] == {"s.b": 3}
+    assert load_manifest(cfg)["tables"].keys() == {"s.a"}
+    report = audit_hour(spark, cfg, hour(0))
+    assert report["identity"]["events"]["not_merged"] == {"s.b": 3}
+    assert report["identity"]["events"]["balanced"]  # the changes not merged are accounted for
+    kinds = {(f["kind"], f.get("table")) for f in report["findings"]}
+    assert ("not_merged", "s.b") in kinds and report["verdict"] == "warn"
+    # the other table later, then the remaining hours: the same tables as merging all at once
+    r = merge_hour(spark, cfg, hour(0), buckets=4, tables=["s.b"])
+    assert list(r["tables"]) == ["s.a", "s.b"] and r["not_merged"] == {}
+    assert not [f for f in audit_hour(spark, cfg, hour(0))["findings"] if f["kind"] == "not_merged"]
+    for i in (1, 2):
+        merge_hour(spark, cfg, hour(i), buckets=4)
+    for i in range(3):
+        merge_hour(spark, full, hour(i), buckets=4)
+    for t in ("s.a", "s.b"):
+        assert _rows(cfg, t) == _rows(full, t) and len(_rows(cfg, t)) == 9
+
+
+def test_rebuild_brings_a_table_added_later_up_to_date_from_the_snapshot(spark, tmp_path) -> None:
+    snap = _snapshot(tmp_path / "snap")
+    cfg = pipeline(tmp_path / "p", {"s.a": TABLES["s.a"]}, snapshot=snap)
+    _hours(cfg)
+    for i in range(3):
+        merge_hour(spark, cfg, hour(i), buckets=4)
+    a_before = _rows(cfg, "s.a")
+    # s.b joins the config: its state starts now, from the snapshot, but its earlier hours are
+    # not in it until a rebuild
+    assert cfg.source_file is not None
+    edit_pipeline(cfg.source_file, tables={"s.a": TABLES["s.a"], "s.b": TABLES["s.b"]})
+    cfg = load_config(cfg.source_file)
+    merge_hour(spark, cfg, hour(2), buckets=4)
+    a_snapshots = len(load_table(cfg, "s.a").snapshots())
+    stale_b = _rows(cfg, "s.b")  # the snapshot's two rows + hour 2's inserts, hours 0-1 missing
+    assert len(stale_b) == 2 + 3 and {"id": 0, "v": "ignored"} in stale_b
+    reference = pipeline(tmp_path / "ref", TABLES, snapshot=snap)
+    _hours(reference)
+    for i in range(3):
+        merge_hour(spark, reference, hour(i), buckets=4)
+    expected_b = _rows(reference, "s.b")
+    # GTIDs 1-2 are in the snapshot (s.a's first two inserts); s.b: snapshot + its nine inserts,
+    # the insert of id 0 (GTID 4) replacing the snapshot's row
+    assert len(expected_b) == 1 + 9 and {"id": 100, "v": "snap s.b"} in expected_b
+    assert {"id": 0, "v": "s.b4"} in expected_b
+    assert main(["rebuild", "--pipeline", str(cfg.source_file), "--tables", "s.b"]) == 0
+    assert _rows(cfg, "s.b") == expected_b
+    assert _rows(cfg, "s.a") == a_before  # untouched: only s.b was rebuilt
+    assert len(load_table(cfg, "s.a").snapshots()) == a_snapshots
+    # every table, through the DAG's stage entry point (rebuild covers the run's own hour)
+    rc = stage_main(
+        ["merge", "--pipeline", str(cfg.source_file), "--from", format_hour(hour(2)),
+         "--rebuild", "true", "--run-id", "manual__rb"]
+    )  # fmt: skip
+    assert rc == 0
+    man = load_manifest(cfg)
+    assert man["hours"] == [format_hour(hour(i)) for i in range(3)]
+    assert {f["run_id"] for t in man["tables"].values() for f in t["files"].values()} <= {
+        f"manual__rb_{format_hour(hour(i))}" for i in range(3)
+    }
+    assert _rows(cfg, "s.a") == _rows(reference, "s.a") == a_before
+    assert _rows(cfg, "s.b") == expected_b
+    # the published table was replaced as a whole, the earlier versions stay in its history
+    assert len(load_table(cfg, "s.a").snapshots()) > a_snapshots
+
+
+def test_rebuild_of_a_missing_hour_or_unknown_table_says_so(spark, tmp_path, capsys) -> None:
+    cfg = pipeline(tmp_path / "p", TABLES)
+    _hours(cfg)
+    shutil.rmtree(tmp_path / "p" / "wh" / "_state" / "t" / "decode")
+    rc = stage_main(
+        ["merge", "--pipeline", str(cfg.source_file), "--from", format_hour(hour(1)),
+         "--rebuild", "true"]
+    )  # fmt: skip
+    assert rc == 2 and "hour 2026-01-01T01 is not decoded" in capsys.readouterr().err
+    assert main(["rebuild", "--pipeline", str(cfg.source_file), "--tables", "s.a,x.y"]) == 2
+    assert "table x.y is not in pipeline t" in capsys.readouterr().err
+
+
+def test_rollback_restores_the_tables_and_the_state_of_an_hour(spark, tmp_path, capsys) -> None:
+    cfg = pipeline(tmp_path / "p", TABLES)
+    _hours(cfg)
+    for i in range(3):
+        merge_hour(spark, cfg, hour(i), buckets=4)
+    after_1 = {t: list(export_rows(cfg, t, hour=format_hour(hour(1)))) for t in TABLES}
+    after_2 = {t: _rows(cfg, t) for t in TABLES}
+    assert all(len(after_1[t]) == 6 and len(after_2[t]) == 9 for t in TABLES)
+    undone = load_table(cfg, "s.a").current_snapshot().snapshot_id
+    assert main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", "2026-01-01T01"]) == 0
+    assert (
+        "hours 2026-01-01T02 .. 2026-01-01T02 are no longer in the tables"
+        in capsys.readouterr().out
+    )
+    assert {t: _rows(cfg, t) for t in TABLES} == after_1
+    assert load_manifest(cfg)["hours"] == [format_hour(hour(0)), format_hour(hour(1))]
+    # the undone version stays readable, and the rollback is a commit of its own
+    assert list(export_rows(cfg, "s.a", snapshot_id=undone)) == after_2["s.a"]
+    props = load_table(cfg, "s.a").current_snapshot().summary.additional_properties
+    assert props["recon.rollback-of"] == str(undone)
+    # the state went back too: hour 2 applies again in full (not "already applied")
+    again = merge_hour(spark, cfg, hour(2), buckets=4)["tables"]["s.a"]
+    assert (again["applied"], again["skipped"]["already_applied"]) == (3, 0)
+    assert {t: _rows(cfg, t) for t in TABLES} == after_2
+    # an hour with no saved state: one line pointing at rebuild
+    assert main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", "2025-12-31T23"]) == 2
+    assert "recon rebuild --to 2025-12-31T23" in capsys.readouterr().err

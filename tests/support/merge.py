@@ -1,0 +1,86 @@
+"""Helpers for merge tests: hand an hour of canonical events to the merge stage directly (what
+the decode stage writes), and read back what was merged and published."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from recon.config import PipelineConfig
+from recon.core.model import EVENT_SCHEMA
+from recon.core.order import kafka_tail, u64
+from recon.hours import format_hour
+from recon.layout import write_json_atomic
+
+
+def event(
+    n: int,
+    table: str,
+    op: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    types: dict[str, str],
+    pk: list[str] | None = None,
+    **src: Any,
+) -> dict[str, Any]:
+    db, tbl = table.split(".")
+
+    def img(d: dict[str, Any] | None) -> list[tuple[str, str | None]] | None:
+        return None if d is None else [(k, None if v is None else str(v)) for k, v in d.items()]
+
+    return {
+        "db": db,
+        "tbl": tbl,
+        "op": op,
+        "pk": pk or [],
+        "before": img(before),
+        "after": img(after),
+        "types": list(types.items()),
+        "order_key": u64(n) + kafka_tail(0, n),
+        "gtid": src.get("gtid"),
+        "binlog_file": src.get("binlog_file"),
+        "binlog_pos": src.get("binlog_pos"),
+        "seq": src.get("seq"),
+        "event_index": 0,
+        "txn_id": None,
+        "event_time_ms": 1_767_225_600_000 + n * 1000,
+        "ddl": src.get("ddl"),
+        "topic": "t",
+        "partition": 0,
+        "offset": n,
+    }
+
+
+def write_hour(cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]]) -> None:
+    """What the decode stage leaves for the merge: the hour's events and its counters file."""
+    d = cfg.layout.events(hour)
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.glob("*.parquet"):
+        old.unlink()
+    pq.write_table(pa.Table.from_pylist(events, schema=EVENT_SCHEMA), d / "part-00000.parquet")
+    write_json_atomic(
+        cfg.layout.decode_counters(hour), {"pipeline": cfg.name, "hour": format_hour(hour)}
+    )
+
+
+def state_tables(spark: Any, cfg: PipelineConfig) -> dict[str, list[tuple[Any, ...]]]:
+    """Live rows per table from the merge state (sorted; rows as sorted (column, text) items)."""
+    from recon.merge.contributions import STATE_DDL
+    from recon.merge.manifest import load_manifest
+    from recon.merge.state import live_rows
+
+    man = load_manifest(cfg)
+    base = cfg.layout.merge
+    dirs = [str(base / f["path"]) for t in man["tables"].values() for f in t["files"].values()]
+    out: dict[str, list[tuple[Any, ...]]] = {t: [] for t in man["tables"]}
+    if not dirs:
+        return out
+    ms = [n for n, t in man["tables"].items() if not t["schema"]["primary_key"]]
+    live = live_rows(spark.read.schema(STATE_DDL).parquet(*dirs), ms)
+    for r in live.select("table", "row").collect():
+        row = tuple(sorted((k, v) for k, v in (r["row"] or {}).items() if v is not None))
+        out[r["table"]].append(row)
+    return {t: sorted(rows) for t, rows in out.items()}

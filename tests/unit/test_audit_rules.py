@@ -1,0 +1,174 @@
+"""The audit's rules as pure functions: counts in, findings, identity and verdict out (no Spark,
+no files). The Spark tests in tests/spark/test_audit.py inject the same faults into real dumps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from recon.audit import rules
+from recon.decode.stats import DecodeCounters
+from recon.merge.result import MergeResult, TableMerge
+
+END = datetime(2026, 1, 1, 1, tzinfo=UTC)
+
+
+def _dec(**totals: int) -> DecodeCounters:
+    return {
+        "pipeline": "p",
+        "hour": "2026-01-01T00",
+        "run_id": "r",
+        "format": "canal_json",
+        "previous_hour_decoded": True,
+        "carried_in_available": False,
+        "totals": dict(totals),
+        "events_by_op": {"insert": 3},
+        "ddl": [],
+        "quarantine_reasons": {"not JSON": totals.get("records_quarantined", 0)},
+        "partitions": [],
+    }
+
+
+def _table(changes: int = 3, applied: int = 3, **extra: Any) -> TableMerge:
+    t: dict[str, Any] = {
+        "rows_before": 0,
+        "rows_after": applied,
+        "checksum": "1",
+        "changes_by_op": {"insert": changes},
+        "entered_by_op": {"insert": applied},
+        "applied": applied,
+        "pk_changes": 0,
+        "snapshot_rows_loaded": 0,
+        "skipped": {"below_snapshot_watermark": 0, "stale": 0, "already_applied": 0},
+        "not_comparable_to_watermark": 0,
+        "ddl_seen": 0,
+        "schema_version": 1,
+        "schema_changed": False,
+        "buckets_touched": 1,
+        "buckets": 4,
+        "primary_key": ["id"],
+        "published": {"committed": True, "snapshot_id": 1},
+    }
+    t.update(extra)
+    return t  # type: ignore[return-value]
+
+
+def _mer(tables: dict[str, TableMerge], **extra: Any) -> MergeResult:
+    m: dict[str, Any] = {
+        "pipeline": "p",
+        "hour": "2026-01-01T00",
+        "run_id": "r",
+        "tables": tables,
+        "merged_tables": list(tables),
+        "not_merged": {},
+        "ddl_not_merged": 0,
+        "not_configured": {},
+        "ddl_not_configured": 0,
+        "snapshot": None,
+    }
+    m.update(extra)
+    return m  # type: ignore[return-value]
+
+
+def test_holes_and_gaps_inside_and_between_hours() -> None:
+    assert rules.holes([(0, 3), (6, 9)], 0, 9) == [(4, 5)]
+    assert rules.holes([], 5, 7) == [(5, 7)]
+    g = rules.offset_gaps(runs=[(12, 20), (25, 30)], earlier=[(0, 9)])
+    assert g["inside"] == [(21, 24)]
+    assert g["between_hours"] == (10, 11)
+    assert g["previous_last_offset"] == 9
+    # a gap of an earlier hour that this hour does not fill stays open
+    assert rules.offset_gaps(runs=[(20, 21)], earlier=[(0, 3), (8, 19)])["earlier_still_open"] == [
+        (4, 7)
+    ]
+
+
+def test_partition_findings_name_the_partition() -> None:
+    p = {
+        "topic": "t",
+        "partition": 2,
+        "records": 10,
+        "bytes": 100,
+        "min_offset": 12,
+        "max_offset": 30,
+        "duplicates_in_hour": 1,
+        "duplicates_cross_hour": 2,
+        "decoder": {},
+    }
+    row, found = rules.partition_report(p, rules.offset_gaps([(12, 20), (25, 30)], [(0, 9)]))  # type: ignore[arg-type]
+    assert row["offsets_missing"] == 4 and row["gap_from_previous_hour"] == [10, 11]
+    assert [(f["kind"], f.get("partition")) for f in found] == [
+        ("offset_gap", 2),
+        ("offset_gap", 2),
+        ("duplicate", 2),
+    ]
+    assert "3 records delivered more than once" in found[2]["message"]
+
+
+def test_decoding_findings() -> None:
+    dec = _dec(records_quarantined=2, segments_orphaned=1, seq_gaps=1, seq_missing=4)
+    found = rules.decoding_findings(dec, open_age_hours=3.5, open_limit_hours=3)
+    assert [f["kind"] for f in found] == [
+        "quarantined",
+        "orphan_segment",
+        "seq_gap",
+        "open_transaction",
+    ]
+    assert "not JSON (2)" in found[0]["message"] and "4 entries missing" in found[2]["message"]
+    assert rules.decoding_findings(_dec(), open_age_hours=2.0, open_limit_hours=3) == []
+
+
+def test_gtid_gaps_inside_and_since_the_previous_hour() -> None:
+    spans: dict[str, rules.GtidSpan] = {"u1": {"first": 8, "last": 12, "distinct": 4}}
+    gtid, found = rules.gtid_report(spans, {"u1": {"last": 5}})
+    assert gtid["u1"]["missing_inside"] == 1 and gtid["u1"]["missing_since_previous_hour"] == 2
+    assert [f["kind"] for f in found] == ["gtid_gap", "gtid_gap"]
+    assert (
+        rules.gtid_report({"u1": {"first": 6, "last": 7, "distinct": 2}}, {"u1": {"last": 5}})[1]
+        == []
+    )
+
+
+def test_the_identity_balances_and_each_broken_link_is_named() -> None:
+    dec = _dec(records=5, records_in=4, duplicates_in_hour=1, records_carried_out=1)
+    tables = {"s.t": rules.table_report("s.t", _table(), None, END)[0]}
+    links, found = rules.identity(dec, _mer({"s.t": _table()}), tables)
+    assert links["balanced"] and found == []
+    # a record read but not counted anywhere
+    links, found = rules.identity(_dec(records=6, records_in=4, duplicates_in_hour=1), _mer({}), {})
+    assert not links["balanced"] and "records" in found[0]["message"]
+    # an event decoded that the merge never saw
+    links, found = rules.identity(_dec(records=4, records_in=4), _mer({}), {})
+    assert links["events"] == {
+        "decoded": 3,
+        "merged": 0,
+        "not_configured": {},
+        "not_merged": {},
+        "balanced": False,
+    }
+    # a table whose changes are neither applied nor skipped
+    row, _ = rules.table_report("s.t", _table(changes=3, applied=2), None, END)
+    assert row["balanced"] is False
+    links, found = rules.identity(
+        _dec(records=4, records_in=4), _mer({"s.t": _table()}), {"s.t": row}
+    )
+    assert found[0]["kind"] == "balance" and "table s.t" in found[0]["message"]
+
+
+def test_uncastable_values_and_duplicate_keys_are_findings() -> None:
+    pub = {"committed": True, "snapshot_id": 1, "uncastable": {"qty": 2}, "duplicate_keys": 1}
+    _, found = rules.table_report("s.t", _table(published=pub), None, END)
+    assert [f["kind"] for f in found] == ["balance", "quarantined"]
+    assert all(f["table"] == "s.t" for f in found)
+
+
+def test_staleness_and_the_verdict() -> None:
+    assert rules.staleness(_dec(records=0), None, END)[0]["kind"] == "stale"
+    assert rules.staleness(_dec(records=0, heartbeats=1), None, END) == []
+    old = int(END.timestamp() * 1000) - 3 * 3600_000
+    assert rules.staleness(_dec(records=1), old, END)[0]["kind"] == "stale"
+    found = [rules.finding("duplicate", "x"), rules.finding("stale", "y")]
+    assert rules.judge(found, ["offset_gap"]) == ("warn", ["balance", "offset_gap"])
+    assert [f["severity"] for f in found] == ["warn", "warn"]
+    assert rules.judge([rules.finding("balance", "z")], [])[0] == "fail"  # always fails
+    assert rules.judge([], ["stale"])[0] == "pass"

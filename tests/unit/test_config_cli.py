@@ -1,0 +1,137 @@
+"""Config validation and the CLI: one line naming file, key and fix; no tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recon.config import load_config, load_folder
+from recon.errors import ConfigError
+from tests.conftest import ROOT
+
+GOOD = """
+name: shop
+format: dataworks_json
+raw_path: /data/raw
+topics: [shop_cdc]
+warehouse: wh
+start: 2026-11-20T00:00:00Z
+snapshot: {path: snap}
+tables:
+  shop.orders: {}
+  shop.events: {primary_key: [id]}
+  shop.legacy: {columns: [id, name, amount]}
+  shop.other: {ddl: "CREATE TABLE other (id INT PRIMARY KEY, v VARCHAR(20))"}
+audit:
+  fail_on: [offset_gap, quarantined, reconcile_mismatch]
+"""
+
+
+def _write(tmp: Path, text: str, name: str = "p.yaml") -> Path:
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def test_the_contract_example_loads(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, GOOD))
+    assert cfg.dag_id == "recon_shop" and cfg.format == "dataworks_json"
+    assert cfg.warehouse == (tmp_path / "wh").resolve() and cfg.raw_path == Path("/data/raw")
+    assert cfg.tables["shop.events"].primary_key == ("id",)
+    other = cfg.tables["shop.other"].table_def()
+    assert other is not None and other.columns == ["id", "v"] and other.primary_key == ["id"]
+    with pytest.raises(AttributeError):
+        cfg.name = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        (
+            ("format: dataworks_json", "format: avro"),
+            "`format`: 'avro' is not a format; use one of",
+        ),
+        (("name: shop", "name: Shop-1"), "`name`"),
+        (("start: 2026-11-20T00:00:00Z", "start: 2026-11-20T00:30:00Z"), "`start`"),
+        (("topics: [shop_cdc]", "topics: shop_cdc"), "`topics`: must be a list"),
+        (("shop.orders: {}", "orders: {}"), "`tables.orders`: table names are written db.table"),
+        (
+            ("{primary_key: [id]}", "{primary_kee: [id]}"),
+            "`tables.shop.events.primary_kee`: unknown option",
+        ),
+        (
+            ("reconcile_mismatch]", "reconcile_mismatch, typo]"),
+            "`audit.fail_on`: 'typo' is not a finding",
+        ),
+        (("CREATE TABLE other", "CREATE TABEL other"), "`tables.shop.other.ddl`"),
+        (
+            ("{primary_key: [id]}", "{primary_key: [id], from: [shop_1]}"),
+            "`tables.shop.events.from`: 'shop_1' is not db.table (with * or ? as wildcards)",
+        ),
+        (
+            ("snapshot: {path: snap}", "snapshot: {path: snap}\nretention_hours: 0"),
+            "`retention_hours`: must be a whole number of hours >= 1",
+        ),
+    ],
+)
+def test_bad_configs_give_one_line_with_key_and_fix(
+    tmp_path: Path, change: tuple[str, str], needle: str
+) -> None:
+    p = _write(tmp_path, GOOD.replace(*change))
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert "\n" not in msg and str(p) in msg and needle in msg
+
+
+def test_broken_yaml_and_missing_keys(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"not valid YAML at line \d+"):
+        load_config(_write(tmp_path, "name: [unclosed\n"))
+    with pytest.raises(ConfigError, match="`warehouse`: missing"):
+        load_config(_write(tmp_path, GOOD.replace("warehouse: wh\n", "")))
+
+
+def test_a_bad_file_does_not_break_the_others(tmp_path: Path) -> None:
+    _write(tmp_path, GOOD, "a.yaml")
+    _write(tmp_path, GOOD.replace("format: dataworks_json", "format: nope"), "b.yaml")
+    good, bad = load_folder(tmp_path)
+    assert [c.name for c in good] == ["shop"] and list(bad) == [tmp_path / "b.yaml"]
+
+
+def _recon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "recon.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    bad = _write(tmp_path, GOOD.replace("format: dataworks_json", "format: nope"))
+    for args in (
+        ["decode", "--pipeline", str(bad), "--hour", "2026-11-20T00"],
+        ["decode", "--pipeline", str(tmp_path / "missing.yaml"), "--hour", "2026-11-20T00"],
+        ["run", "--pipeline", str(_write(tmp_path, GOOD, "g.yaml")), "--from", "2026-11-20 00"],
+    ):
+        proc = _recon(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (
+            proc.stderr
+        )
+
+
+def test_cli_validate_and_help(tmp_path: Path) -> None:
+    _write(tmp_path, GOOD, "a.yaml")
+    proc = _recon("validate", str(tmp_path))
+    assert proc.returncode == 0 and "ok" in proc.stdout
+    _write(tmp_path, "name: x\n", "b.yaml")
+    proc = _recon("validate", str(tmp_path))
+    assert proc.returncode == 1 and "bad" in proc.stdout
+    for cmd in ("validate", "decode", "run", "demo"):
+        assert _recon(cmd, "--help").returncode == 0
+
+
+def test_project_pipelines_are_valid() -> None:
+    good, bad = load_folder(ROOT / "pipelines")
+    assert not bad and len(good) == 6

@@ -1,0 +1,61 @@
+"""The DAG factory's pure parts: which hours a run processes, and what an Asset event says."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from recon.airflow.dag_factory import asset_extras, resolve_hours
+
+NOW = datetime(2026, 11, 20, 5, 30, tzinfo=UTC)
+
+
+def test_hours_come_from_params_then_the_interval_then_the_last_complete_hour() -> None:
+    interval = datetime(2026, 11, 20, 2, tzinfo=UTC)
+    assert resolve_hours({}, interval, NOW)["from"] == "2026-11-20T02"
+    assert resolve_hours({}, None, NOW) | {} == {
+        "from": "2026-11-20T04",
+        "to": "2026-11-20T04",
+        "audit_only": False,
+        "tables": "",
+        "rebuild": "false",
+    }
+    got = resolve_hours(
+        {"hour": "2026-11-19T22", "hour_to": "2026-11-20T01", "tables": ["a.b", "c.d"]},
+        interval,
+        NOW,
+    )
+    assert (got["from"], got["to"], got["tables"]) == ("2026-11-19T22", "2026-11-20T01", "a.b,c.d")
+    assert resolve_hours({"rebuild_from_snapshot": True}, interval, NOW)["rebuild"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"hour": "2026-11-20T03", "hour_to": "2026-11-20T01"}, "before hour"),
+        ({"audit_only": True, "rebuild_from_snapshot": True}, "exclude each other"),
+    ],
+)
+def test_contradictory_params_are_refused(params: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        resolve_hours(params, None, NOW)
+
+
+def test_asset_extras_carry_the_verdict_and_say_which_tables_were_merged() -> None:
+    report = {
+        "hour": "2026-11-20T02",
+        "verdict": "warn",
+        "tables": {"a.b": {"rows_after": 7, "applied": 3, "published_snapshot_id": 11}},
+    }
+    got = asset_extras(report, ["a.b", "c.d"], ["a.b"], "/r.html")
+    assert got["a.b"] == {
+        "hour": "2026-11-20T02",
+        "merged": True,
+        "verdict": "warn",
+        "rows": 7,
+        "applied": 3,
+        "snapshot_id": 11,
+        "report": "/r.html",
+    }
+    assert got["c.d"]["merged"] is False and got["c.d"]["rows"] is None

@@ -1,0 +1,153 @@
+"""The package map holds (architecture.md): a pure core, functions short enough to read, imports
+at module top in the stage packages, the demo kept out of the pipeline path, a thin DAG file.
+Each check names the file and line that breaks it."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "recon"
+MAX_FUNCTION_LINES = 60
+STAGE_PACKAGES = ("core", "decode", "merge", "publish", "audit", "ops")
+# pure modules: no Spark, no pyiceberg, no files (pyarrow is allowed: the canonical event is
+# an Arrow schema)
+PURE = [*sorted((PACKAGE / "core").glob("*.py")), PACKAGE / "audit" / "rules.py"]
+IMPURE_MODULES = ("pyspark", "pyiceberg", "os", "shutil", "tempfile", "io", "pathlib", "glob")
+FILE_CALLS = {
+    "open",
+    "read_text",
+    "write_text",
+    "read_bytes",
+    "write_bytes",
+    "unlink",
+    "mkdir",
+    "iterdir",
+    "glob",
+    "rglob",
+    "is_file",
+    "is_dir",
+    "exists",
+    "rename",
+    "replace",
+}
+
+
+def _modules(*roots: Path) -> Iterator[Path]:
+    for root in roots:
+        files = [root] if root.is_file() else sorted(root.rglob("*.py"))
+        yield from (f for f in files if "_proto" not in f.parts)
+
+
+def _imported(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.lineno, node.module
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines inside `if TYPE_CHECKING:` blocks (imports there never run)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for sub in node.body:
+                out.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+    return out
+
+
+def test_the_core_is_pure() -> None:
+    bad = []
+    for path in PURE:
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_lines(tree)
+        for line, name in _imported(tree):
+            if line not in skip and name.split(".")[0] in IMPURE_MODULES:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if called in FILE_CALLS and not (called == "replace" and _is_str_replace(node)):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {called}()")
+    assert not bad, "the core must stay pure:\n" + "\n".join(bad)
+
+
+def _is_str_replace(node: ast.Call) -> bool:
+    """`text.replace(a, b)` (two arguments) is string work, not `Path.replace(target)`."""
+    return len(node.args) == 2
+
+
+def test_no_function_in_the_pipeline_path_is_over_the_limit() -> None:
+    long = []
+    for path in _modules(PACKAGE, ROOT / "jobs", ROOT / "dags", ROOT / "plugins"):
+        if (PACKAGE / "demo") in path.parents:
+            continue  # sample encoders and the demo are not the pipeline path
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+def test_stage_packages_import_at_module_top() -> None:
+    lazy = []
+    for pkg in STAGE_PACKAGES:
+        for path in _modules(PACKAGE / pkg):
+            for fn in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                        lazy.append(f"{where} in {fn.name}: {ast.unparse(node)}")
+    assert not lazy, "imports inside functions in the stage packages:\n" + "\n".join(lazy)
+
+
+def test_the_demo_is_not_imported_by_the_pipeline_path() -> None:
+    bad = []
+    for path in _modules(PACKAGE, ROOT / "jobs", ROOT / "dags", ROOT / "plugins"):
+        if (PACKAGE / "demo") in path.parents or path == PACKAGE / "cli" / "__init__.py":
+            continue  # the CLI's `recon demo` is the one front end that runs it
+        for line, name in _imported(ast.parse(path.read_text())):
+            if name == "recon.demo" or name.startswith("recon.demo."):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_dag_file_only_calls_the_factory() -> None:
+    text = (ROOT / "dags" / "recon_pipelines.py").read_text()
+    body = ast.parse(text).body
+    code = body[1:] if ast.get_docstring(ast.Module(body=body, type_ignores=[])) else body
+    assert len(text.splitlines()) <= 20
+    assert [ast.unparse(x) for x in code] == [
+        "from recon.airflow.dag_factory import load_dags",
+        "load_dags(globals())",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "complaint"),
+    [
+        ("import pyspark\n", "imports pyspark"),
+        ("from pathlib import Path\n\ndef f(p):\n    return p.read_text()\n", "calls read_text"),
+    ],
+)
+def test_the_purity_check_catches_what_it_should(
+    source: str, complaint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checker itself can fail: a core module with Spark or file I/O is named."""
+    bad = tmp_path / "recon" / "core" / "bad.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(source)
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    monkeypatch.setattr(f"{__name__}.PURE", [bad])
+    with pytest.raises(AssertionError, match=complaint):
+        test_the_core_is_pure()

@@ -1,0 +1,123 @@
+"""The plugin's pages and path rules without a running Airflow (tests/test_airflow_services.py
+drives them through a logged-in browser)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from recon.airflow.ui import (
+    PathRefused,
+    dag_page,
+    hour_reports,
+    index_page,
+    run_page,
+    run_prefix,
+    safe_path,
+)
+from recon.audit.report import REPORT_SCHEMA, SCHEMA_FILE
+from tests.support.builders import pipeline
+
+
+def _report(root: Path, hour: str, verdict: str, run_id: str, audited_by: str = "") -> None:
+    """A minimal report that passes the report's JSON Schema (no input, no tables)."""
+    d = root / hour
+    d.mkdir(parents=True)
+    rep = {
+        "schema": REPORT_SCHEMA,
+        "pipeline": "t",
+        "hour": hour,
+        "hour_start": hour + ":00:00+00:00",
+        "hour_end": hour + ":59:59+00:00",
+        "run_id": run_id,
+        "audited_by": audited_by or run_id,
+        "generated_at": "2026-01-01T00:00:00+00:00",
+        "format": "debezium_json",
+        "verdict": verdict,
+        "fail_on": ["balance"],
+        "findings": [],
+        "input": {"partitions": [], "records": 0, "bytes": 0},
+        "decoding": {
+            k: 0
+            for k in (
+                "segments_reassembled",
+                "segments_orphaned",
+                "records_carried_in",
+                "records_carried_out",
+                "transactions_committed",
+                "transactions_carried",
+                "heartbeats",
+                "checkpoints",
+                "seq_gaps",
+                "quarantined",
+            )
+        }
+        | {
+            "events_by_op": {},
+            "gtid": {},
+            "ddl": [],
+            "quarantine_reasons": {},
+            "quarantine_samples": {},
+        },
+        "tables": {},
+        "freshness": {
+            "newest_source_time": None,
+            "lag_seconds": None,
+            "heartbeats": 0,
+            "checkpoints": 0,
+        },
+        "identity": {
+            "records": dict.fromkeys(
+                ("read", "distinct", "duplicates_in_hour", "duplicates_of_earlier_hours"), 0
+            )
+            | {"balanced": True},
+            "dispositions": dict.fromkeys(
+                ("distinct", "carried_in", "consumed", "carried_out", "quarantined"), 0
+            )
+            | {"balanced": True},
+            "events": {"decoded": 0, "merged": 0, "balanced": True},
+            "tables": {},
+            "balanced": True,
+        },
+        "reconcile": None,
+    }
+    jsonschema.validate(rep, json.loads(SCHEMA_FILE.read_text()))
+    (d / "report.json").write_text(json.dumps(rep))
+
+
+def test_pages_list_hours_and_a_run_shows_only_its_hours(tmp_path: Path) -> None:
+    cfg = pipeline(tmp_path, {"a.b": {}})
+    root = cfg.warehouse / "audit" / "t"
+    run_a = "scheduled__2026-01-01T00:00:00+00:00"
+    _report(root, "2026-01-01T00", "pass", run_prefix(run_a) + "2026-01-01T00")
+    _report(root, "2026-01-01T01", "fail", "manual__x_2026-01-01T01")
+    assert [r["hour"] for r in hour_reports(cfg)] == ["2026-01-01T01", "2026-01-01T00"]
+    assert [r["hour"] for r in hour_reports(cfg, limit=1)] == ["2026-01-01T01"]
+    page = dag_page(cfg)
+    assert "2026-01-01T00" in page and "FAIL" in page and "PASS" in page
+    assert "recon_t" in index_page({"t": cfg}) and "1 / 0 / 1" in index_page({"t": cfg})
+    run = run_page(cfg, run_a)
+    assert "<b>2026-01-01T00</b>" in run and "<b>2026-01-01T01</b>" not in run
+    assert "No audit report" in run_page(cfg, "manual__nothing")
+    # an audit-only run that rewrote a report merged by another run shows it too
+    _report(root, "2026-01-01T02", "warn", "sched_2026-01-01T02", "manual__audit_2026-01-01T02")
+    assert "<b>2026-01-01T02</b>" in run_page(cfg, "manual__audit")
+
+
+def test_safe_path_refuses_everything_outside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "audit"
+    (root / "h").mkdir(parents=True)
+    (root / "h" / "report.json").write_text("{}")
+    (tmp_path / "secret").write_text("x")
+    (root / "out").symlink_to(tmp_path)
+    assert safe_path(root, "h/report.json") == (root / "h" / "report.json").resolve()
+    for bad in ("../secret", "h/../../secret", "/etc/passwd", "", "..\\secret"):
+        with pytest.raises(PathRefused):
+            safe_path(root, bad)
+    with pytest.raises(PathRefused, match="leads out"):
+        safe_path(root, "out/secret")
+    with pytest.raises(FileNotFoundError):
+        safe_path(root, "h/missing.json")
