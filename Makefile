@@ -5,7 +5,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: setup demo test lint fmt clean airflow
+.PHONY: setup demo test test-fast lint fmt clean airflow
 
 setup:
 	bash scripts/setup.sh
@@ -18,6 +18,10 @@ demo: setup
 test: setup lint
 	bash scripts/run-tests.sh
 
+# Everything but the end-to-end tests (tests/e2e, marked slow): a quick check while working.
+test-fast: setup lint
+	bash scripts/run-tests.sh -m "not slow"
+
 # Airflow with a scheduler and the UI (http://localhost:8080) on this machine.
 airflow: setup
 	$(VENV)/bin/python -m recon.demo.airflow_local
@@ -28,8 +32,8 @@ lint:
 	$(VENV)/bin/mypy
 
 fmt:
-	$(VENV)/bin/ruff format recon jobs dags plugins tests scripts
-	$(VENV)/bin/ruff check --fix recon jobs dags plugins tests scripts
+	$(VENV)/bin/ruff format recon jobs dags plugins tests scripts benchmarks
+	$(VENV)/bin/ruff check --fix recon jobs dags plugins tests scripts benchmarks
 
 clean:
 	rm -rf $(VENV) recon/_proto demo-data var .pytest_cache .mypy_cache .ruff_cache

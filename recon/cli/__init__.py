@@ -7,12 +7,16 @@ or `recon --help` never start Spark.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recon.config import load_config, load_folder
 from recon.errors import ReconError
+from recon.hours import format_hour, parse_hour
+from recon.layout import write_json_atomic
 
 if TYPE_CHECKING:  # the commands import what they run when they run
     from datetime import datetime
@@ -201,8 +205,6 @@ def tables_arg(text: str | None) -> list[str] | None:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
-    from recon.config import load_config, load_folder
-
     bad = 0
     for raw in args.paths:
         p = Path(raw)
@@ -225,9 +227,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_decode(args: argparse.Namespace) -> int:
     from recon.cli.output import print_counters
-    from recon.config import load_config
     from recon.decode.stage import decode_hour
-    from recon.hours import parse_hour
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
@@ -255,8 +255,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from recon.cli.output import print_merge
-    from recon.config import load_config
-    from recon.hours import parse_hour
     from recon.merge.stage import merge_hour
     from recon.spark.session import get_spark
 
@@ -270,8 +268,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from recon.audit.stage import audit_hour
-    from recon.config import load_config
-    from recon.hours import parse_hour
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
@@ -282,8 +278,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from recon.audit.report import load_report
-    from recon.config import load_config
-    from recon.hours import parse_hour
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
@@ -300,7 +294,6 @@ def _print_summary(cfg: PipelineConfig, hour: datetime, report: AuditReport) -> 
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
-    from recon.config import load_config
     from recon.ops.expire import expire
 
     res = expire(load_config(args.pipeline), args.keep_hours)
@@ -334,8 +327,6 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from recon.config import load_config
-    from recon.hours import format_hour, parse_hour
     from recon.publish.export import export_rows, write_export
 
     cfg = load_config(args.pipeline)
@@ -347,11 +338,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    import os
-
     from recon.audit.reconcile import attach_to_report, reconcile_table
-    from recon.config import load_config
-    from recon.layout import write_json_atomic
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
@@ -399,7 +386,6 @@ def _print_reconcile(table: str, res: dict[str, object]) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from recon.config import load_config
     from recon.publish.iceberg import history, load_table
 
     cfg = load_config(args.pipeline)

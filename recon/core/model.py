@@ -19,10 +19,12 @@ One schema for all six formats (issue 2, contract 4/5.1):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import pyarrow as pa
 
-OPS = ("insert", "update", "delete", "snapshot", "ddl")
+Op = Literal["insert", "update", "delete", "snapshot", "ddl"]
+OPS: tuple[str, ...] = get_args(Op)
 
 _MAP = pa.map_(pa.string(), pa.string())
 
@@ -90,7 +92,7 @@ class Event:
 
     db: str
     tbl: str
-    op: str
+    op: Op
     pk: list[str] = field(default_factory=list)
     before: dict[str, str | None] | None = None
     after: dict[str, str | None] | None = None

@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recon._proto import tencent_subscribe_pb2 as pb
 from recon.audit.report import load_report
 from recon.config import PipelineConfig, load_config
 from recon.core.model import RawRecord
@@ -193,7 +194,6 @@ def _snap_value(v: object) -> object:
 def _straddle_last_envelope(recs: list[RawRecord], first_hour: datetime) -> None:
     """Move the tail segments of the last multi-segment envelope of the first hour into the next
     hour, as a dumper does when an envelope is produced across the boundary."""
-    from recon._proto import tencent_subscribe_pb2 as pb
 
     end_ms = int((first_hour + timedelta(hours=1)).timestamp() * 1000)
     groups: list[list[RawRecord]] = []

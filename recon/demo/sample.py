@@ -17,6 +17,9 @@ from decimal import Decimal
 
 import orjson
 
+from recon._proto import canal_entry_pb2 as ce
+from recon._proto import canal_packet_pb2 as cp
+from recon._proto import tencent_subscribe_pb2 as pb
 from recon.core.model import RawRecord
 from recon.formats import FORMAT_SPECS, load_object
 
@@ -159,7 +162,6 @@ class Out:
 
 def tencent_envelopes(data: bytes, segment_bytes: int) -> list[bytes]:
     """A serialized Entries cut into Envelope segments of at most `segment_bytes`, as DTS does."""
-    from recon._proto import tencent_subscribe_pb2 as pb
 
     pieces = [data[i : i + segment_bytes] for i in range(0, len(data), segment_bytes)]
     return [
@@ -169,7 +171,6 @@ def tencent_envelopes(data: bytes, segment_bytes: int) -> list[bytes]:
 
 
 def encode_tencent(txns: list[Txn], segment_bytes: int = 300) -> Out:
-    from recon._proto import tencent_subscribe_pb2 as pb
 
     out = Out()
     seq = 1000
@@ -294,8 +295,6 @@ def encode_tdsql(txns: list[Txn]) -> Out:
 
 
 def encode_canal_pb(txns: list[Txn]) -> Out:
-    from recon._proto import canal_entry_pb2 as ce
-    from recon._proto import canal_packet_pb2 as cp
 
     out = Out()
     sql_types = {"id": 4, "customer": 12, "amount": 3, "status": 12, "updated_at": 93, "note": -3}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 
 def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSession:
@@ -18,8 +18,6 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT) with the submitted master.
     if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -46,8 +44,6 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
 
 def arrow_ddl(schema: Any) -> str:
     """An Arrow schema as the Spark DDL `mapInArrow` and `createDataFrame` take."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     return str(from_arrow_schema(schema).simpleString())[len("struct<") : -1]
 
 

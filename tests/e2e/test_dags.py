@@ -19,7 +19,9 @@ from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 out = {"errors": {k: v for k, v in bag.import_errors.items()}, "dags": {},
        "heavy": [m for m in ("pyspark", "pyarrow", "pandas", "pyiceberg", "recon.spark",
-                             "recon.decoders") if m in sys.modules]}
+                             "recon.decode.stage", "recon.decode.formats", "recon.merge",
+                             "recon.publish", "recon.ops", "recon.audit.facts")
+                 if m in sys.modules]}
 for dag_id, d in bag.dags.items():
     out["dags"][dag_id] = {
         "tasks": {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},

@@ -30,6 +30,7 @@ from tests.support.mariadb_workload import (
     CREATE_LOG,
     CREATE_ORDERS,
     START,
+    create_shop,
     shop_snapshot,
     shop_workload,
 )
@@ -64,10 +65,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     try:
         conn = server.connect()
         with conn.cursor() as cur:
-            cur.execute("CREATE DATABASE shop")
-            cur.execute("USE shop")
-            cur.execute(CREATE_ORDERS)
-            cur.execute(CREATE_LOG)
+            create_shop(cur)
         rnd = random.Random(20261122)
         state: dict[str, Any] = {}
         shop_workload(conn, rnd, SNAPSHOT_AFTER, state)

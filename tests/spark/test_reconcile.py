@@ -17,9 +17,8 @@ from recon.demo.demo import write_dump
 from tests.support import mariadb_source as mdb
 from tests.support.builders import write_pipeline
 from tests.support.mariadb_workload import (
-    CREATE_LOG,
-    CREATE_ORDERS,
     START,
+    create_shop,
     shop_snapshot,
     shop_workload,
 )
@@ -31,10 +30,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
     server = mdb.MariaDB(base / "server").start()
     conn = server.connect()
     with conn.cursor() as cur:
-        cur.execute("CREATE DATABASE shop")
-        cur.execute("USE shop")
-        cur.execute(CREATE_ORDERS)
-        cur.execute(CREATE_LOG)
+        create_shop(cur)
         cur.execute("CREATE USER 'recon'@'%' IDENTIFIED BY 'pw'")
         cur.execute("GRANT SELECT ON shop.* TO 'recon'@'%'")
     shop_workload(conn, random.Random(7), 30, {})

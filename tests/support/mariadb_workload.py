@@ -153,3 +153,11 @@ def shop_snapshot(server: mdb.MariaDB, folder: Path) -> dict[str, Any]:
     }
     (folder / "_watermark.json").write_text(json.dumps(wm))
     return {"gtid": gtid, "rows": {t: len(r) for t, (_, r) in tables.items()}}
+
+
+def create_shop(cur: Any) -> None:
+    """The `shop` database with `orders` and `audit_log`, selected for the cursor."""
+    cur.execute("CREATE DATABASE shop")
+    cur.execute("USE shop")
+    cur.execute(CREATE_ORDERS)
+    cur.execute(CREATE_LOG)

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from recon.config import PipelineConfig
 from recon.core.model import EVENT_SCHEMA
 from recon.core.order import kafka_tail, u64
+from recon.decode.stats import DecodeCounters
 from recon.hours import format_hour
 from recon.layout import write_json_atomic
 
@@ -61,9 +62,23 @@ def write_hour(cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]]
     for old in d.glob("*.parquet"):
         old.unlink()
     pq.write_table(pa.Table.from_pylist(events, schema=EVENT_SCHEMA), d / "part-00000.parquet")
-    write_json_atomic(
-        cfg.layout.decode_counters(hour), {"pipeline": cfg.name, "hour": format_hour(hour)}
-    )
+    by_op: dict[str, int] = {}
+    for e in events:
+        by_op[e["op"]] = by_op.get(e["op"], 0) + 1
+    counters: DecodeCounters = {  # as if every event came from one record
+        "pipeline": cfg.name,
+        "hour": format_hour(hour),
+        "run_id": "written-by-test",
+        "format": cfg.format,
+        "previous_hour_decoded": True,
+        "carried_in_available": False,
+        "totals": {"records": len(events), "records_in": len(events)},
+        "events_by_op": by_op,
+        "ddl": [e["ddl"] for e in events if e["op"] == "ddl"],
+        "quarantine_reasons": {},
+        "partitions": [],
+    }
+    write_json_atomic(cfg.layout.decode_counters(hour), counters)
 
 
 def state_tables(spark: Any, cfg: PipelineConfig) -> dict[str, list[tuple[Any, ...]]]:

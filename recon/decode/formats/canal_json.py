@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from recon.core.model import Event, RawRecord
+from recon.core.model import Event, Op, RawRecord
 from recon.core.order import kafka_tail, u32
 from recon.decode.base import JsonStreamDecoder
 from recon.decode.formats.canal_common import canal_logical_type, canal_value
 from recon.decode.stats import non_dml
 from recon.errors import DecodeError
 
-_OPS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete", "INIT": "snapshot"}
+_OPS: dict[str, Op] = {
+    "INSERT": "insert",
+    "UPDATE": "update",
+    "DELETE": "delete",
+    "INIT": "snapshot",
+}
 
 
 class CanalJsonDecoder(JsonStreamDecoder):
@@ -91,7 +96,7 @@ Image = dict[str, str | None]
 
 
 def _images(
-    op: str,
+    op: Op,
     row: dict[str, Any],
     prev: dict[str, Any],
     mysql_types: dict[str, Any],

@@ -13,14 +13,14 @@ from google.protobuf.message import DecodeError as PbDecodeError
 
 from recon._proto import canal_entry_pb2 as ce
 from recon._proto import canal_packet_pb2 as cp
-from recon.core.model import Event, RawRecord
+from recon.core.model import Event, Op, RawRecord
 from recon.core.order import binlog_key
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
 from recon.decode.formats.canal_common import canal_logical_type, canal_value
 from recon.decode.stats import Stat, non_dml
 from recon.errors import DecodeError
 
-_DML = {ce.INSERT: "insert", ce.UPDATE: "update", ce.DELETE: "delete"}
+_DML: dict[int, Op] = {ce.INSERT: "insert", ce.UPDATE: "update", ce.DELETE: "delete"}
 
 
 class CanalPbDecoder(StreamDecoder):

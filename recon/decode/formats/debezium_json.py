@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from recon.core.model import Event, RawRecord
+from recon.core.model import Event, Op, RawRecord
 from recon.core.order import binlog_key, gtid_number, kafka_tail, u32, u64
 from recon.core.sqlddl import parse_create_table
 from recon.core.values import (
@@ -283,13 +283,16 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         return list(key.keys()) if isinstance(key, dict) else []
 
 
-def _op(op_code: object, snap: object) -> str:
+_DML: dict[str, Op] = {"c": "insert", "u": "update", "d": "delete"}
+
+
+def _op(op_code: object, snap: object) -> Op:
     """The canonical op of a Debezium `op` (a snapshot read, or a create during a snapshot)."""
     is_snapshot = snap is True or (isinstance(snap, str) and snap.lower() in _SNAPSHOT_TRUE)
     if op_code == "r" or (op_code == "c" and is_snapshot):
         return "snapshot"
     if op_code in ("c", "u", "d"):
-        return {"c": "insert", "u": "update", "d": "delete"}[str(op_code)]
+        return _DML[str(op_code)]
     raise DecodeError(f"unknown op {op_code!r}")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recon.core.model import Event, RawRecord
+from recon.core.model import Event, Op, RawRecord
 from recon.core.order import gtid_number, kafka_tail, u32, u64
 from recon.core.sqlddl import TableDef, apply_alter_table, parse_create_table, parse_sql_literal
 from recon.core.values import mysql_logical_type, normalize_datetime_text, parse_timestamp_text
@@ -26,6 +26,9 @@ def _index(v: object) -> int:
         return int(str(v))
     except ValueError:
         return 0
+
+
+_ROW_OPS: dict[str, Op] = {"insert": "insert", "update": "update", "delete": "delete"}
 
 
 class TdsqlJsonDecoder(JsonStreamDecoder):
@@ -74,15 +77,16 @@ class TdsqlJsonDecoder(JsonStreamDecoder):
             self.txn.event(ev)
             self.txn.commit(gtid)  # DDL commits implicitly; its gtid event opened a "transaction"
             return
-        if kind not in ("insert", "update", "delete"):
+        op = _ROW_OPS.get(kind)
+        if op is None:
             raise DecodeError(f"unknown eventtypestr {msg.get('eventtypestr')!r}")
         if (db.lower(), tbl.lower()) == _HEARTBEAT_TABLE:
             self.sink.count(rec, Stat.HEARTBEATS)
             return
-        self.txn.event(self._row_event(kind, db, tbl, msg, common))
+        self.txn.event(self._row_event(op, db, tbl, msg, common))
 
     def _row_event(
-        self, kind: str, db: str, tbl: str, msg: dict[str, Any], common: dict[str, Any]
+        self, kind: Op, db: str, tbl: str, msg: dict[str, Any], common: dict[str, Any]
     ) -> Event:
         """A row change: its positional values named by the table definition in force."""
         key = f"{db}.{tbl}"

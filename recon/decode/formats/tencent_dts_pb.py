@@ -12,7 +12,7 @@ from typing import Any
 from google.protobuf.message import DecodeError as PbDecodeError
 
 from recon._proto import tencent_subscribe_pb2 as pb
-from recon.core.model import Event, RawRecord
+from recon.core.model import Event, Op, RawRecord
 from recon.core.order import binlog_key, u64
 from recon.core.sqlddl import parse_create_table, split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
@@ -52,7 +52,7 @@ _DT_LOGICAL = {
     pb.STRING: "string",
     pb.BYTES: "binary",
 }
-_OPS = {pb.INSERT: "insert", pb.UPDATE: "update", pb.DELETE: "delete"}
+_OPS: dict[int, Op] = {pb.INSERT: "insert", pb.UPDATE: "update", pb.DELETE: "delete"}
 
 
 def _value(d: pb.Data, logical: str) -> str | None:
