@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from recon.audit.rules import FINDINGS
-from recon.core.sqlddl import TableDef, parse_create_table
+from recon.core.ddl import parse_create_table
+from recon.core.sqlddl import TableDef
 from recon.errors import ConfigError
 from recon.formats import FORMATS, Format
 from recon.layout import Layout

@@ -2,27 +2,49 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import UTC, datetime, timedelta
 
 from recon.errors import ConfigError
 
+log = logging.getLogger(__name__)
 _HOUR_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2})$")
+# an hour, or an ISO datetime as Airflow shows a logical date: 2026-11-20T05:00:00+00:00, ...Z
+HOUR_INPUT_PATTERN = (
+    r"^\d{4}-\d{2}-\d{2}T\d{2}$"
+    r"|^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}(:?\d{2})?)?$"
+)
+"""What `parse_hour` accepts, as a JSON Schema pattern (the DAGs' trigger form)."""
+_ISO_RE = re.compile(HOUR_INPUT_PATTERN)
 
 
 def parse_hour(text: str, what: str = "hour") -> datetime:
-    """Parse `YYYY-MM-DDTHH` (UTC) into an aware datetime at the top of that hour."""
-    m = _HOUR_RE.match(text.strip())
-    if not m:
+    """`YYYY-MM-DDTHH` (UTC), or an ISO datetime (`2026-11-20T05:00:00+00:00`, `...Z`, a
+    space for the T; no zone is UTC), as an aware datetime at the top of its hour. An ISO
+    datetime is logged with the hour it was taken as (after the zone, down to the hour)."""
+    t = text.strip()
+    m = _HOUR_RE.match(t)
+    if m:
+        try:
+            return datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), tzinfo=UTC)
+        except ValueError as err:
+            raise ConfigError(
+                f"{what} {text!r} is not a valid hour ({err}); write YYYY-MM-DDTHH"
+            ) from None
+    if not _ISO_RE.match(t):
         raise ConfigError(
-            f"{what} {text!r} is not an hour; write it as YYYY-MM-DDTHH, e.g. 2026-11-20T05"
+            f"{what} {text!r} is not an hour; write it as YYYY-MM-DDTHH (e.g. 2026-11-20T05) "
+            "or an ISO datetime (e.g. 2026-11-20T05:00:00+00:00)"
         )
     try:
-        return datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), tzinfo=UTC)
+        dt = datetime.fromisoformat(t)
     except ValueError as err:
-        raise ConfigError(
-            f"{what} {text!r} is not a valid hour ({err}); write YYYY-MM-DDTHH"
-        ) from None
+        raise ConfigError(f"{what} {text!r} is not a valid time ({err})") from None
+    dt = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC)
+    hour = dt.replace(minute=0, second=0, microsecond=0)
+    log.info("%s %s taken as hour %s (UTC)", what, text, format_hour(hour))
+    return hour
 
 
 def format_hour(hour: datetime) -> str:

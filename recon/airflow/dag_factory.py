@@ -30,10 +30,11 @@ from airflow.sdk import DAG, Asset, Param, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from recon.config import PipelineConfig, load_config, load_folder
-from recon.hours import hour_range, parse_hour
+from recon.errors import ConfigError
+from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
 from recon.layout import STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
 
-HOUR_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}$"
+HOUR_PATTERN = HOUR_INPUT_PATTERN
 _SPARK_CONF_HELP = 'set it to a JSON object of Spark properties, e.g. {"spark.archives": "..."}'
 RETRY = {
     "retries": 2,
@@ -69,11 +70,11 @@ def resolve_hours(
 ) -> HourRange:
     """The hour range a run processes: the `hour`/`hour_to` params, else the data interval,
     else (a manual run without a logical date) the last complete hour before `now`."""
-    first = params.get("hour")
+    first = _hour_param(params.get("hour"), "hour")
     if not first:
         start = interval_start if interval_start is not None else now - timedelta(hours=1)
         first = hour_text(start.astimezone(UTC))
-    last = params.get("hour_to") or first
+    last = _hour_param(params.get("hour_to"), "hour_to") or first
     if last < first:
         raise ValueError(f"hour_to {last} is before hour {first}; give a range forwards")
     if params.get("audit_only") and params.get("rebuild_from_snapshot"):
@@ -85,6 +86,16 @@ def resolve_hours(
         "tables": ",".join(params.get("tables") or []),
         "rebuild": "true" if params.get("rebuild_from_snapshot") else "false",
     }
+
+
+def _hour_param(value: Any, name: str) -> str | None:
+    """A form's hour (`YYYY-MM-DDTHH` or an ISO datetime) as `YYYY-MM-DDTHH`, logged."""
+    if not value:
+        return None
+    try:
+        return hour_text(parse_hour(str(value), name))
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
 
 
 def dump_complete(pipeline_file: str, h: dict[str, object]) -> bool:
@@ -146,8 +157,9 @@ def dag_params(cfg: PipelineConfig) -> dict[str, Param]:
             None,
             type=["null", "string"],
             pattern=HOUR_PATTERN,
-            description="Manual runs: the hour to process (UTC, YYYY-MM-DDTHH). Empty: the "
-            "run's data interval, or the last complete hour.",
+            description="Manual runs: the hour to process (UTC, YYYY-MM-DDTHH, or an ISO "
+            "datetime such as a logical date: it is taken down to its hour). Empty: the run's "
+            "data interval, or the last complete hour.",
         ),
         "hour_to": Param(
             None,

@@ -35,11 +35,12 @@ FindingKind = Literal[
     "stale",
     "balance",
     "not_merged",
+    "unreadable_ddl",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 Severity = Literal["warn", "fail"]
 Verdict = Literal["pass", "warn", "fail"]
-ALWAYS_FAILS: frozenset[str] = frozenset({"balance"})
+ALWAYS_FAILS: frozenset[str] = frozenset({"balance", "unreadable_ddl"})
 MAX_LISTED_GAPS = 50
 STALE_AFTER_SECONDS = 7200
 
@@ -199,6 +200,15 @@ def decoding_findings(
                 "seq_gap",
                 f"{tot[Stat.SEQ_GAPS]} jumps in the producer's sequence numbers, "
                 f"{tot.get(Stat.SEQ_MISSING, 0)} entries missing",
+            )
+        )
+    if tot.get(Stat.DDL_UNREADABLE):
+        out.append(
+            finding(
+                "unreadable_ddl",
+                f"{tot[Stat.DDL_UNREADABLE]} DDL statement(s) could not be read (quarantined with "
+                "their text): their tables' later rows are quarantined until the table is defined "
+                "again; give its `ddl:` in the pipeline config and re-run the hours",
             )
         )
     if open_age_hours is not None and open_age_hours > open_limit_hours:

@@ -7,6 +7,7 @@ or `recon --help` never start Spark.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -113,7 +114,9 @@ def _state_commands(sub: argparse._SubParsersAction) -> None:
         help="roll the tables and the merge state back to the end of an hour (later hours undone)",
     )
     _add_pipeline(p)
-    p.add_argument("--to-hour", required=True, metavar="HOUR", help="YYYY-MM-DDTHH (UTC)")
+    p.add_argument(
+        "--to-hour", required=True, metavar="HOUR", help="YYYY-MM-DDTHH (UTC) or an ISO datetime"
+    )
     p.set_defaults(func=cmd_rollback)
 
     p = sub.add_parser(
@@ -181,7 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_to_stderr() -> None:
+    """The library's notes (e.g. which hour an ISO datetime was taken as) as `recon: ...` lines."""
+    logger = logging.getLogger("recon")
+    if not any(getattr(h, "recon_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("recon: %(message)s"))
+        handler.recon_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _log_to_stderr()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:

@@ -47,7 +47,16 @@ _SPATIAL = {
     "GEOMCOLLECTION",
 }
 _TYPE_REWRITES = {**{t: "GEOMETRY" for t in _SPATIAL}, "REAL": "DOUBLE"}
-_KEY_WORDS = {"PRIMARY KEY", "KEY", "INDEX", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "FOREIGN KEY"}
+_KEY_WORDS = {
+    "PRIMARY KEY",
+    "KEY",
+    "INDEX",
+    "UNIQUE",
+    "FULLTEXT",
+    "SPATIAL",
+    "FOREIGN",
+    "FOREIGN KEY",
+}
 # ALTER actions that never change columns or the primary key (first words, upper case)
 _NO_COLUMN_CHANGE = {
     "ALGORITHM",
@@ -230,20 +239,26 @@ def _key_part_extras(tokens: list[Token], j: int, hi: int) -> set[int]:
     out: set[int] = set()
     for k in range(j + 1, end):
         tt = tokens[k].token_type
-        if tt == TokenType.L_PAREN and k + 2 < end and tokens[k + 2].token_type == TokenType.R_PAREN:
+        if (
+            tt == TokenType.L_PAREN
+            and k + 2 < end
+            and tokens[k + 2].token_type == TokenType.R_PAREN
+        ):
             out |= {k, k + 1, k + 2}
         elif _word(tokens[k]) in ("ASC", "DESC"):
             out.add(k)
     return out
 
 
-def _parse(text: str) -> exp.Expression:
+def _parse(text: str) -> exp.Expr:
     try:
         tree = sqlglot.parse_one(text, read="mysql")
     except SqlglotError as err:
         raise DdlError(f"cannot read `{_short(text)}`: {_first_line(err)}") from None
     if isinstance(tree, exp.Command):
-        raise DdlError(f"cannot read `{_short(text)}`: not a statement sqlglot's MySQL dialect knows")
+        raise DdlError(
+            f"cannot read `{_short(text)}`: not a statement sqlglot's MySQL dialect knows"
+        )
     return tree
 
 
@@ -527,3 +542,31 @@ def apply_alter_table(sql: str, tdef: TableDef) -> tuple[str | None, str, TableD
     if got is None:
         return None
     return got[0].db, got[0].table, got[1]
+
+
+def apply_ddl(
+    tables: dict[str, TableDef], db: str, sql: str
+) -> tuple[str | None, str | None, str | None]:
+    """Fold one DDL statement of the stream into `tables` ("db.table" -> definition), the one
+    rule the decoders and the decode stage share: a CREATE TABLE defines the table, an ALTER
+    TABLE changes a known definition, and one that cannot be read leaves the table's definition
+    unreadable (`TableDef.unreadable`) instead of guessed. Returns (db, table) the statement
+    names ((None, None) for statements that name no table: CREATE DATABASE, GRANT, ...) and,
+    when this statement could not be read, why."""
+    target = ddl_target(sql)
+    if target is None:
+        return None, None, None
+    tdb = target.db or db
+    key = f"{tdb}.{target.table}"
+    kind = _statement(_tokens(sql))
+    try:
+        if kind is not None and kind[0] == "create":
+            tables[key] = read_create_table(sql)[1]
+        elif key in tables and not tables[key].unreadable:
+            got = read_alter_table(sql, tables[key])
+            if got is not None:
+                tables[key] = got[1]
+    except DdlError as err:
+        tables[key] = TableDef(unreadable=f"{err} (in `{_short(sql)}`)")
+        return tdb, target.table, str(err)
+    return tdb, target.table, None

@@ -43,7 +43,8 @@ def binlog_key(file: str | None, pos: int | None, row: int, partition: int, offs
 
 
 def gtid_number(gtid: str | None) -> int:
-    """The transaction number of one GTID: `uuid:N` -> N, MariaDB `domain-server-seq` -> seq.
+    """The transaction number of one GTID: `uuid:N` (or MySQL 8.4's `uuid:tag:N`) -> N, MariaDB
+    `domain-server-seq` -> seq.
 
     GTIDs of different MySQL server UUIDs (or MariaDB domains) are not ordered relative to each
     other (formats.md 2.3); comparing their numbers is the best a batch job can do, and changes to

@@ -84,8 +84,21 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def date_text(d: date) -> str:
+    """`YYYY-MM-DD` with a four-digit year: years 1-999 too (`0999-01-02`), which MariaDB
+    allows and `strftime("%Y")` does not pad on every platform."""
+    return f"{d.year:04d}-{d.month:02d}-{d.day:02d}"
+
+
+def datetime_text(dt: datetime, sep: str = " ") -> str:
+    """`YYYY-MM-DD HH:MM:SS[.ffffff]` (four-digit year, fraction only when non-zero)."""
+    return f"{date_text(dt)}{sep}{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}" + _frac(
+        dt.microsecond
+    )
+
+
 def date_from_days(days: int) -> str:
-    return (_EPOCH_DATE + timedelta(days=int(days))).isoformat()
+    return date_text(_EPOCH_DATE + timedelta(days=int(days)))
 
 
 def _frac(us: int) -> str:
@@ -94,8 +107,7 @@ def _frac(us: int) -> str:
 
 def datetime_from_epoch_us(us: int) -> str:
     """Zone-less DATETIME from micro-seconds since 1970-01-01 00:00 (Debezium MicroTimestamp)."""
-    dt = _EPOCH + timedelta(microseconds=int(us))
-    return dt.strftime("%Y-%m-%d %H:%M:%S") + _frac(dt.microsecond)
+    return datetime_text(_EPOCH + timedelta(microseconds=int(us)))
 
 
 def datetime_from_epoch_ms(ms: int) -> str:
@@ -113,8 +125,7 @@ def time_from_us(us: int) -> str:
 
 
 def timestamp_utc(dt: datetime) -> str:
-    dt = dt.astimezone(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + _frac(dt.microsecond) + "Z"
+    return datetime_text(dt.astimezone(UTC), "T") + "Z"
 
 
 _TS_RE = re.compile(
@@ -146,7 +157,7 @@ def parse_timestamp_text(text: str, default_utc: bool = True) -> str | None:
         dt = dt - delta
     elif not zone and not default_utc:
         return None
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + _frac(dt.microsecond) + "Z"
+    return datetime_text(dt, "T") + "Z"
 
 
 def normalize_datetime_text(text: str) -> str:

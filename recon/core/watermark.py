@@ -2,7 +2,8 @@
 
 A change is at or before the point, and so already in the snapshot, when (first rule whose data
 both the change and the watermark have):
-1. GTID: MySQL `uuid:N` with N inside the set's intervals for that uuid; MariaDB `domain-server-seq`
+1. GTID: MySQL `uuid:N` (8.4: `uuid:tag:N`) with N inside the set's intervals for that uuid (and
+   tag: each tag numbers its own transactions); MariaDB `domain-server-seq`
    with seq <= the set's seq for that domain (MariaDB GTIDs are ordered per domain);
 2. binlog: (file number, position) before the watermark's (file, pos): the position recorded by
    `SHOW MASTER STATUS` is where the next event starts, so an event starting there is after it;
@@ -21,6 +22,11 @@ from recon.errors import ConfigError
 
 _UUID_RE = re.compile(r"^[0-9a-fA-F-]{36}$")
 _MARIADB_RE = re.compile(r"^(\d+)-(\d+)-(\d+)$")
+_TAG_RE = re.compile(r"^[a-z_][a-z0-9_]{0,31}$", re.I)  # MySQL 8.4 GTID tags
+
+
+# the source of a MySQL GTID in SQL: `uuid` of `uuid:N`, `uuid:tag` of `uuid:tag:N` (MySQL 8.4)
+GTID_SOURCE_SQL = "regexp_extract(gtid, '^(.*):[^:]*$', 1)"
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class Watermark:
         cases: list[str] = []
         if self.mysql:
             n = "try_cast(substring_index(gtid, ':', -1) as decimal(20,0))"
-            u = "lower(substring_index(gtid, ':', 1))"
+            u = f"lower({GTID_SOURCE_SQL})"
             per_uuid = [
                 f"({u} = '{uuid}' and ("
                 + " or ".join(f"{n} between {lo} and {hi}" for lo, hi in ivs)
@@ -121,22 +127,31 @@ def parse_gtid_set(
             d, s = int(m.group(1)), int(m.group(3))
             mariadb[d] = max(mariadb.get(d, 0), s)
             continue
-        bits = part.split(":")
-        if len(bits) < 2 or not _UUID_RE.match(bits[0]):
-            raise ConfigError(
-                f"{where}: gtid_set entry {part!r} is neither MySQL uuid:1-100 nor MariaDB "
-                "domain-server-seq; write e.g. 3E11FA47-71CA-11E1-9E33-C80AA9429562:1-100 or 0-1-100"
-            )
-        ivs = list(mysql.get(bits[0].lower(), ()))
-        for iv in bits[1:]:
-            lo, _, hi = iv.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise ConfigError(
-                    f"{where}: gtid_set interval {iv!r} in {part!r} is not N or N-M; fix the set"
-                )
-            ivs.append((int(lo), int(hi or lo)))
-        mysql[bits[0].lower()] = tuple(sorted(ivs))
+        _mysql_entry(part, where, mysql)
     return mysql, mariadb
+
+
+def _mysql_entry(part: str, where: str, mysql: dict[str, tuple[tuple[int, int], ...]]) -> None:
+    """`uuid:1-100:105` or, MySQL 8.4, `uuid:1-5:tag:1-3` (a tag starts the intervals of its
+    own source `uuid:tag`) into `mysql` (source -> intervals)."""
+    bits = part.split(":")
+    if len(bits) < 2 or not _UUID_RE.match(bits[0]):
+        raise ConfigError(
+            f"{where}: gtid_set entry {part!r} is neither MySQL uuid:1-100 nor MariaDB "
+            "domain-server-seq; write e.g. 3E11FA47-71CA-11E1-9E33-C80AA9429562:1-100 or 0-1-100"
+        )
+    uuid = bits[0].lower()
+    source = uuid
+    for iv in bits[1:]:
+        if _TAG_RE.match(iv) and not iv.isdigit():
+            source = f"{uuid}:{iv.lower()}"
+            continue
+        lo, _, hi = iv.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ConfigError(
+                f"{where}: gtid_set interval {iv!r} in {part!r} is not N, N-M or a tag; fix the set"
+            )
+        mysql[source] = tuple(sorted((*mysql.get(source, ()), (int(lo), int(hi or lo)))))
 
 
 def watermark_from_doc(d: Any, where: str) -> Watermark:

@@ -45,7 +45,7 @@ class Sink:
     """Where decoders put their output; the stream driver turns it into Arrow batches."""
 
     events: list[Event] = field(default_factory=list)
-    quarantine: list[tuple[RawRecord, str]] = field(default_factory=list)
+    quarantine: list[tuple[RawRecord, str, Event | None]] = field(default_factory=list)
     stats: Counter[tuple[str, int, str]] = field(default_factory=Counter)
     quarantined: set[tuple[str, int, int]] = field(default_factory=set)  # for the audit's check
 
@@ -53,8 +53,10 @@ class Sink:
         """Count `n` of `stat` (a `Stat`, or a detail name from `recon.decode.stats`)."""
         self.stats[(rec.topic, rec.partition, str(stat))] += n
 
-    def bad(self, rec: RawRecord, reason: str) -> None:
-        self.quarantine.append((rec, reason))
+    def bad(self, rec: RawRecord, reason: str, ddl: Event | None = None) -> None:
+        """Quarantine `rec` with the reason; `ddl`: the DDL it held that could not be read (the
+        decode stage folds it into the table definitions: its table becomes unreadable)."""
+        self.quarantine.append((rec, reason, ddl))
         self.quarantined.add((rec.topic, rec.partition, rec.offset))
         self.count(rec, Stat.RECORDS_QUARANTINED)
         self.count(rec, quarantined_because(reason))

@@ -24,8 +24,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
+from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
-from recon.core.sqlddl import TableDef, apply_alter_table, parse_create_table
+from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
@@ -46,28 +47,18 @@ def table_defs_before(cfg: PipelineConfig, hour: datetime) -> dict[str, TableDef
     prev = cfg.layout.schema(hour - timedelta(hours=1))
     if prev.is_file():
         for name, d in read_json(prev)["tables"].items():
-            defs[name] = TableDef.from_json(d)
+            tdef = TableDef.from_json(d)
+            if not (tdef.unreadable and name in defs):  # the config's definition arrived
+                defs[name] = tdef
     return defs
 
 
 def fold_ddl(defs: dict[str, TableDef], ddls: list[tuple[str, str, str]]) -> dict[str, TableDef]:
-    """Apply the hour's DDL (db, table, sql), in order, to the table definitions."""
+    """Apply the hour's DDL (db, table, sql), in source order, to the table definitions (the
+    rule the decoders apply as they go: `recon.core.ddl.apply_ddl`)."""
     out = dict(defs)
     for db, _tbl, sql in ddls:
-        try:
-            cdb, ctbl, tdef = parse_create_table(sql)
-            out[f"{cdb or db}.{ctbl}"] = tdef
-            continue
-        except ValueError:
-            pass
-        res = apply_alter_table(sql, TableDef())
-        if res is None:
-            continue
-        key = f"{res[0] or db}.{res[1]}"
-        if key in out:
-            altered = apply_alter_table(sql, out[key])
-            if altered is not None:
-                out[key] = altered[2]
+        apply_ddl(out, db, sql)  # an unreadable one marks its table (already quarantined)
     return out
 
 
@@ -251,17 +242,22 @@ def _read_staged(spark: SparkSession, inp: _Input, staging: Path) -> _Decoded:
             stats[(r["topic"], r["partition"])][r["stat"]] = int(r["n"])
     events_by_op: dict[str, int] = {}
     ddls: list[tuple[str, str, str]] = []
+    ddl_rows: DataFrame | None = None
     if part("event").exists():
         ev = spark.read.parquet(str(part("event")))
         counts = ev.groupBy("op").agg(F.count("*").alias("n")).collect()
         events_by_op = {r["op"]: int(r["n"]) for r in counts}
-        ddl_rows = ev.where(F.col("op") == "ddl").orderBy("order_key").select("db", "tbl", "ddl")
-        ddls = [(r["db"], r["tbl"], r["ddl"]) for r in ddl_rows.collect()]
+        ddl_rows = ev.where(F.col("op") == "ddl").select("order_key", "db", "tbl", "ddl")
     reasons: dict[str, int] = {}
     if part("quarantine").exists():
         q = spark.read.parquet(str(part("quarantine")))
         counts = q.groupBy("reason").agg(F.count("*").alias("n")).collect()
         reasons = {r["reason"]: int(r["n"]) for r in counts}
+        # a DDL that could not be read was quarantined: it still leaves its table unreadable
+        bad_ddl = q.where(F.col("ddl").isNotNull()).select("order_key", "db", "tbl", "ddl")
+        ddl_rows = bad_ddl if ddl_rows is None else ddl_rows.unionByName(bad_ddl)
+    if ddl_rows is not None:
+        ddls = [(r["db"], r["tbl"], r["ddl"]) for r in ddl_rows.orderBy("order_key").collect()]
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
     return _Decoded(stats, events_by_op, ddls, reasons, unreadable)
 

@@ -48,6 +48,9 @@ class Stat(StrEnum):
     TRANSACTIONS_ABANDONED = "transactions_abandoned"
     EVENTS_ABANDONED = "events_abandoned"
     COMMITS_WITHOUT_BEGIN = "commits_without_begin"
+    DDL_UNREADABLE = "ddl_unreadable"
+    """A DDL that changes a table but could not be read (quarantined; its table's definition
+    is unknown until it is given again)."""
     # update pairs (DataWorks)
     SEQUENCE_ID_NOT_NUMERIC = "sequence_id_not_numeric"
     UPDATE_PAIRS_JOINED = "update_pairs_joined"

@@ -20,6 +20,7 @@ from recon.formats import FORMAT_SPECS, load_object
 
 _RAW_NAMES = ("topic", "partition", "offset", "key", "value", "ts_ms", "headers", "carried", "skip")
 _FLUSH_ROWS = 20_000
+_DDL_FIELDS = ("db", "tbl", "op", "ddl", "order_key", "gtid")
 
 
 def _raw_row(kind: str, rec: RawRecord, **extra: object) -> dict[str, object]:
@@ -43,8 +44,9 @@ def _drain(sink: Sink, carry: list[RawRecord]) -> list[dict[str, object]]:
         r = ev.as_row()
         r["kind"] = "event"
         rows.append(r)
-    for rec, reason in sink.quarantine:
-        rows.append(_raw_row("quarantine", rec, reason=reason))
+    for rec, reason, ddl in sink.quarantine:
+        extra = {} if ddl is None else {k: ddl.as_row()[k] for k in _DDL_FIELDS}
+        rows.append(_raw_row("quarantine", rec, reason=reason, **extra))
     for rec in carry:
         rows.append(_raw_row("carry", rec, skip=rec.skip))
     sink.events.clear()

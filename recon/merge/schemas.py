@@ -10,8 +10,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig, TableConfig
+from recon.core.ddl import apply_alter_table
 from recon.core.schema import TableSchema
-from recon.core.sqlddl import TableDef, apply_alter_table
+from recon.core.sqlddl import TableDef
 from recon.core.values import mysql_logical_type
 from recon.layout import hour_text
 from recon.merge.manifest import Manifest

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from recon.config import PipelineConfig
-from recon.core.values import INTEGER_LOGICAL
+from recon.core.values import INTEGER_LOGICAL, date_text, datetime_text
 from recon.layout import atomic_writer
 from recon.publish.iceberg import load_table, snapshot_for_hour
 
@@ -30,12 +30,11 @@ def render_value(v: Any) -> Any:
     if isinstance(v, (bytes, bytearray)):
         return base64.b64encode(bytes(v)).decode()
     if isinstance(v, datetime):
-        frac = f".{v.microsecond:06d}" if v.microsecond else ""
         if v.tzinfo is not None:
-            return v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
-        return v.strftime("%Y-%m-%d %H:%M:%S") + frac
+            return datetime_text(v.astimezone(UTC), "T") + "Z"
+        return datetime_text(v)
     if isinstance(v, date):
-        return v.isoformat()
+        return date_text(v)
     return str(v)
 
 

@@ -196,8 +196,10 @@ def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
         assert err.code == 400 and "hour" in err.read().decode()
     report = tmp / "wh_dag" / "audit" / "bf" / _h(HOURS[2]) / "report.json"
     written = json.loads(report.read_text())["generated_at"]
+    # the hour as Airflow shows a logical date (an ISO datetime): taken as its hour
+    iso = (HOURS[2] + timedelta(minutes=30)).isoformat()
     run = af.api(
-        "POST", runs_url, {"logical_date": None, "conf": {"hour": _h(HOURS[2]), "audit_only": True}}
+        "POST", runs_url, {"logical_date": None, "conf": {"hour": iso, "audit_only": True}}
     )
     assert run["logical_date"] is None
 

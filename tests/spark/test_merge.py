@@ -404,6 +404,11 @@ WATERMARK_CASES = [
     ({"sequence_id": "1620457642589000000"}, {"seq": "1620457642589000001"}, False),
     ({"seq_id": 123456}, {"seq": "99999"}, True),
     ({"seq_id": 123456}, {}, None),
+    # MySQL 8.4 tagged GTIDs: a tag numbers its own transactions of the same server
+    ({"gtid_set": f"{UUID}:1-5:big_load:1-3"}, {"gtid": f"{UUID}:big_load:3"}, True),
+    ({"gtid_set": f"{UUID}:1-5:big_load:1-3"}, {"gtid": f"{UUID}:big_load:4"}, False),
+    ({"gtid_set": f"{UUID}:1-5:big_load:1-3"}, {"gtid": f"{UUID}:5"}, True),
+    ({"gtid_set": f"{UUID}:1-5:big_load:1-3"}, {"gtid": f"{UUID}:other:1"}, False),
 ]
 
 
@@ -481,3 +486,27 @@ def test_one_run_id_over_several_hours_publishes_each_hour_once(spark, tmp_path:
     rows = list(export_rows(cfg, "s.a"))
     assert [r["id"] for r in rows] == list(range(8)) and rows[1]["v"] == "y"
     assert len(state_tables(spark, cfg)["s.a"]) == 8
+
+
+def test_years_before_1000_round_trip_through_publish_and_export(spark, tmp_path: Path) -> None:
+    """MariaDB allows DATE/DATETIME/TIMESTAMP values in years 1-999: they keep four digits."""
+    cfg = pipeline(tmp_path, {"s.old": {}})
+    types = {"id": "int32", "d": "date", "at": "datetime", "ts": "timestamp"}
+    rows = [
+        {"id": "1", "d": "0999-01-02", "at": "0001-01-01 00:00:00.5", "ts": "0500-06-07T08:09:10Z"},
+        {"id": "2", "d": "0010-12-31", "at": "0999-12-31 23:59:59", "ts": "0999-01-01T00:00:00Z"},
+    ]
+    events = [event(i + 1, "s.old", "insert", None, r, types, ["id"]) for i, r in enumerate(rows)]
+    write_hour(cfg, hour(0), events)
+    r = merge_hour(spark, cfg, hour(0), buckets=4)
+    assert r["tables"]["s.old"]["published"].get("uncastable") == {}
+    got = list(export_rows(cfg, "s.old"))
+    assert got == [
+        {
+            "id": 1,
+            "d": "0999-01-02",
+            "at": "0001-01-01 00:00:00.500000",
+            "ts": "0500-06-07T08:09:10Z",
+        },
+        {"id": 2, "d": "0010-12-31", "at": "0999-12-31 23:59:59", "ts": "0999-01-01T00:00:00Z"},
+    ]

@@ -168,7 +168,20 @@ def test_staleness_and_the_verdict() -> None:
     old = int(END.timestamp() * 1000) - 3 * 3600_000
     assert rules.staleness(_dec(records=1), old, END)[0]["kind"] == "stale"
     found = [rules.finding("duplicate", "x"), rules.finding("stale", "y")]
-    assert rules.judge(found, ["offset_gap"]) == ("warn", ["balance", "offset_gap"])
+    assert rules.judge(found, ["offset_gap"]) == (
+        "warn",
+        ["balance", "offset_gap", "unreadable_ddl"],
+    )
     assert [f["severity"] for f in found] == ["warn", "warn"]
     assert rules.judge([rules.finding("balance", "z")], [])[0] == "fail"  # always fails
     assert rules.judge([], ["stale"])[0] == "pass"
+
+
+def test_tagged_gtid_sets_parse_per_source() -> None:
+    from recon.core.order import gtid_number
+    from recon.core.watermark import parse_gtid_set
+
+    u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    mysql, mariadb = parse_gtid_set(f"{u.upper()}:1-5:7:Big_Load:1-3,0-1-9", "w")
+    assert mysql == {u: ((1, 5), (7, 7)), f"{u}:big_load": ((1, 3),)} and mariadb == {0: 9}
+    assert gtid_number(f"{u}:big_load:42") == 42

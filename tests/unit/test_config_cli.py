@@ -135,3 +135,43 @@ def test_cli_validate_and_help(tmp_path: Path) -> None:
 def test_project_pipelines_are_valid() -> None:
     good, bad = load_folder(ROOT / "pipelines")
     assert not bad and len(good) == 6
+
+
+@pytest.mark.parametrize(
+    ("text", "hour"),
+    [
+        ("2026-11-20T05", "2026-11-20T05"),
+        ("2026-11-20T05:00:00+00:00", "2026-11-20T05"),  # a logical date as Airflow shows it
+        ("2026-11-20T05:59:59Z", "2026-11-20T05"),
+        ("2026-11-20 07:30:00+02:00", "2026-11-20T05"),
+        ("2026-11-20T05:00", "2026-11-20T05"),
+        ("2026-11-20T05:00:00.123456", "2026-11-20T05"),
+    ],
+)
+def test_hours_accept_iso_datetimes_and_say_which_hour(
+    text: str, hour: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from recon.hours import format_hour, parse_hour
+
+    with caplog.at_level("INFO", logger="recon"):
+        assert format_hour(parse_hour(text, "--hour")) == hour
+    assert (f"taken as hour {hour}" in caplog.text) is (text != hour)
+
+
+def test_a_bad_hour_names_both_notations() -> None:
+    from recon.errors import ConfigError
+    from recon.hours import parse_hour
+
+    for text in ("2026-11-20 05", "2026-13-01T00", "yesterday", "2026-11-20T05:00:00+25:00"):
+        with pytest.raises(ConfigError, match="hour|time"):
+            parse_hour(text)
+
+
+def test_the_cli_says_which_hour_an_iso_datetime_was_taken_as(tmp_path: Path) -> None:
+    proc = _recon(
+        "report", "--pipeline", str(_write(tmp_path, GOOD)), "--hour", "2026-11-20T07:00:00+02:00"
+    )
+    assert (
+        "recon: --hour 2026-11-20T07:00:00+02:00 taken as hour 2026-11-20T05 (UTC)" in proc.stderr
+    )
+    assert proc.returncode == 2 and "no report for 2026-11-20T05" in proc.stderr

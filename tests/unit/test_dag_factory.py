@@ -59,3 +59,18 @@ def test_asset_extras_carry_the_verdict_and_say_which_tables_were_merged() -> No
         "report": "/r.html",
     }
     assert got["c.d"]["merged"] is False and got["c.d"]["rows"] is None
+
+
+def test_the_form_accepts_a_logical_date_and_takes_its_hour() -> None:
+    import re
+
+    from recon.airflow.dag_factory import HOUR_PATTERN
+
+    got = resolve_hours(
+        {"hour": "2026-11-20T05:00:00+00:00", "hour_to": "2026-11-20T07:10:00Z"}, None, NOW
+    )
+    assert (got["from"], got["to"]) == ("2026-11-20T05", "2026-11-20T07")
+    for text in ("2026-11-20T05", "2026-11-20T05:00:00+00:00", "2026-11-20 05:00:00Z"):
+        assert re.match(HOUR_PATTERN, text), text
+    with pytest.raises(ValueError, match="not a valid"):
+        resolve_hours({"hour": "2026-02-30T05:00:00Z"}, None, NOW)

@@ -8,9 +8,12 @@ import json
 import pytest
 
 from recon._proto import tencent_subscribe_pb2 as pb
+from recon.core.ddl import apply_alter_table, parse_create_table
 from recon.core.model import RawRecord
-from recon.core.sqlddl import TableDef, apply_alter_table, parse_create_table, parse_sql_literal
+from recon.core.sqlddl import TableDef, parse_sql_literal
+from recon.core.values import mysql_logical_type
 from recon.decode.base import DecodeContext
+from recon.decode.stage import fold_ddl
 from recon.decode.stream import decode_records
 from recon.demo.reference_fold import fold, table_rows
 from recon.errors import DecodeError
@@ -192,7 +195,42 @@ def test_ddl_parsing_tracks_columns() -> None:
     assert res is not None and res[2].columns == ["id", "w"]
     # no length: the sign still belongs to the type (BIGINT UNSIGNED must not become BIGINT)
     _, _, t2 = parse_create_table("CREATE TABLE t (a BIGINT UNSIGNED, b INT SIGNED, c TEXT)")
-    assert t2.types == {"a": "bigint unsigned", "b": "int signed", "c": "text"}
+    logical = {c: mysql_logical_type(t) for c, t in t2.types.items()}
+    assert logical == {"a": "uint64", "b": "int32", "c": "string"}
+
+
+def test_tdsql_an_unreadable_ddl_is_quarantined_and_its_table_never_guessed() -> None:
+    create = "CREATE TABLE s.t (id INT, name VARCHAR(9), PRIMARY KEY (id))"
+    values = [
+        _tdsql("gtid", 1),
+        _tdsql("query", 1, sql=create),
+        _tdsql("gtid", 2),
+        _tdsql("insert", 2, field=["1", "'a'"]),
+        _tdsql("xid", 2, xid="7"),
+        _tdsql("gtid", 3),
+        _tdsql("query", 3, sql="ALTER TABLE s.t FROBNICATE name"),  # cannot be read
+        _tdsql("gtid", 4),
+        _tdsql("insert", 4, field=["2", "'b'"]),  # which column is which? unknown now
+        _tdsql("xid", 4, xid="8"),
+        _tdsql("gtid", 5),  # the table is defined again, columns in another order
+        _tdsql("query", 5, sql="CREATE TABLE s.t (name VARCHAR(9), id INT, PRIMARY KEY (id))"),
+        _tdsql("gtid", 6),
+        _tdsql("insert", 6, field=["'c'", "3"]),
+        _tdsql("xid", 6, xid="9"),
+    ]
+    r = _run(values, "tdsql_json", DecodeContext())
+    rows = [dict(e["after"]) for e in r["events"] if e["op"] == "insert"]
+    assert rows == [{"id": "1", "name": "a"}, {"name": "c", "id": "3"}]
+    q = sorted(r["quarantine"], key=lambda x: x["offset"])
+    assert [x["offset"] for x in q] == [6, 8]
+    assert q[0]["reason"].startswith("unreadable DDL of s.t: cannot read `FROBNICATE name`")
+    assert q[0]["ddl"] == "ALTER TABLE s.t FROBNICATE name"  # the decode stage folds it
+    assert "columns of s.t are unknown" in q[1]["reason"]
+    assert r["stats"]["ddl_unreadable"] == 1 and r["carry"] == []
+    # the decode stage keeps the table unreadable into the next hour, until it is defined again
+    ddls = [("s", "t", create), ("s", "t", "ALTER TABLE s.t FROBNICATE name")]
+    assert fold_ddl({}, ddls)["s.t"].unreadable
+    assert not fold_ddl({}, [*ddls, ("s", "t", create)])["s.t"].unreadable
 
 
 # -- Debezium / dtle --------------------------------------------------------------------------
@@ -299,3 +337,26 @@ def test_a_quarantined_record_is_never_also_carried() -> None:
     stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
     assert quarantined and carried and not quarantined & carried
     assert stats["carry_skipped_quarantined"] > 0  # without the guard these were carried too
+
+
+def test_years_before_1000_keep_four_digits() -> None:
+    from datetime import UTC, date, datetime, timedelta
+
+    from recon.core.values import (
+        date_from_days,
+        datetime_from_epoch_us,
+        normalize_datetime_text,
+        parse_timestamp_text,
+        timestamp_utc,
+    )
+    from recon.publish.export import render_value
+
+    days = (date(999, 1, 2) - date(1970, 1, 1)).days
+    assert date_from_days(days) == "0999-01-02"
+    us = (datetime(5, 6, 7, 8, 9, 10, 500) - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+    assert datetime_from_epoch_us(us) == "0005-06-07 08:09:10.000500"
+    assert timestamp_utc(datetime(999, 1, 1, tzinfo=UTC)) == "0999-01-01T00:00:00Z"
+    assert parse_timestamp_text("0999-01-01 00:00:00 +01:00") == "0998-12-31T23:00:00Z"
+    assert normalize_datetime_text("0999-01-01T01:02:03.5") == "0999-01-01 01:02:03.500000"
+    assert render_value(date(12, 3, 4)) == "0012-03-04"
+    assert render_value(datetime(999, 1, 1, 1, 2, 3)) == "0999-01-01 01:02:03"

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from recon.core.ddl import ddl_target
 from recon.core.model import Event, Op, RawRecord
 from recon.core.order import binlog_key, gtid_number, kafka_tail, u32, u64
-from recon.core.sqlddl import parse_create_table
 from recon.core.values import (
     INTEGER_LOGICAL,
     date_from_days,
@@ -252,11 +252,9 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
             "gtid": None,
             "ts_sec": position.get("ts_sec"),
         }
-        try:
-            pdb, tbl, _ = parse_create_table(ev.ddl or "")
-            ev.db, ev.tbl = pdb or db, tbl
-        except ValueError:
-            pass
+        target = ddl_target(ev.ddl or "")
+        if target is not None:
+            ev.db, ev.tbl = target.db or db, target.table
         self._emit(rec, ev, src, payload)
 
     def _from_topic(self, topic: str, db: str | None, tbl: str | None) -> tuple[str, str]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from recon.core.ddl import apply_ddl
 from recon.core.model import Event, Op, RawRecord
 from recon.core.order import gtid_number, kafka_tail, u32, u64
-from recon.core.sqlddl import TableDef, apply_alter_table, parse_create_table, parse_sql_literal
+from recon.core.sqlddl import TableDef, parse_sql_literal
 from recon.core.values import mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 from recon.decode.base import DecodeContext, JsonStreamDecoder, Sink, TxnAssembler
 from recon.decode.stats import Stat
@@ -71,11 +72,7 @@ class TdsqlJsonDecoder(JsonStreamDecoder):
             offset=rec.offset,
         )
         if kind == "query":
-            sql = str(msg.get("sql") or "")
-            ddl_db, ddl_tbl = self._apply_ddl(db, sql)
-            ev = Event(db=ddl_db or db, tbl=ddl_tbl or tbl, op="ddl", ddl=sql, **common)
-            self.txn.event(ev)
-            self.txn.commit(gtid)  # DDL commits implicitly; its gtid event opened a "transaction"
+            self._query(rec, db, tbl, str(msg.get("sql") or ""), gtid, common)
             return
         op = _ROW_OPS.get(kind)
         if op is None:
@@ -85,12 +82,32 @@ class TdsqlJsonDecoder(JsonStreamDecoder):
             return
         self.txn.event(self._row_event(op, db, tbl, msg, common))
 
+    def _query(
+        self, rec: RawRecord, db: str, tbl: str, sql: str, gtid: str | None, common: dict[str, Any]
+    ) -> None:
+        """A DDL: fold it into the table definitions; one that cannot be read is quarantined
+        (with its text) and leaves its table's later rows quarantined, never decoded by guess."""
+        ddl_db, ddl_tbl, error = apply_ddl(self.tables, db, sql)
+        ev = Event(db=ddl_db or db, tbl=ddl_tbl or tbl, op="ddl", ddl=sql, **common)
+        if error is None:
+            self.txn.event(ev)
+        # a DDL commits implicitly; its gtid event opened a "transaction"
+        self.txn.commit(gtid)
+        if error is not None:
+            self.sink.count(rec, Stat.DDL_UNREADABLE)
+            self.sink.bad(rec, f"unreadable DDL of {ev.db}.{ev.tbl}: {error}", ddl=ev)
+
     def _row_event(
         self, kind: Op, db: str, tbl: str, msg: dict[str, Any], common: dict[str, Any]
     ) -> Event:
         """A row change: its positional values named by the table definition in force."""
         key = f"{db}.{tbl}"
         tdef = self.tables.get(key)
+        if tdef is not None and tdef.unreadable:
+            raise DecodeError(
+                f"the columns of {key} are unknown since a DDL that could not be read "
+                f"({tdef.unreadable}); give `ddl:` for {key} in the pipeline config"
+            )
         if tdef is None:
             raise DecodeError(
                 f"no column names known for {key}: the stream has shown no CREATE TABLE for it; "
@@ -134,26 +151,6 @@ class TdsqlJsonDecoder(JsonStreamDecoder):
                 text = normalize_datetime_text(text)
             img[col] = text
         return img
-
-    def _apply_ddl(self, db: str, sql: str) -> tuple[str | None, str | None]:
-        try:
-            ddb, tbl, tdef = parse_create_table(sql)
-            self.tables[f"{ddb or db}.{tbl}"] = tdef
-            return ddb or db, tbl
-        except ValueError:
-            pass
-        for key, tdef in list(self.tables.items()):
-            res = apply_alter_table(sql, tdef)
-            if res is None:
-                break
-            adb, atbl, new = res
-            if f"{adb or db}.{atbl}" == key:
-                self.tables[key] = new
-                return adb or db, atbl
-        res = apply_alter_table(sql, TableDef())
-        if res is not None:
-            return res[0] or db, res[1]
-        return None, None
 
     def finish(self) -> list[RawRecord]:
         return self.txn.finish()

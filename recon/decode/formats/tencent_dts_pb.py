@@ -12,9 +12,10 @@ from typing import Any
 from google.protobuf.message import DecodeError as PbDecodeError
 
 from recon._proto import tencent_subscribe_pb2 as pb
+from recon.core.ddl import ddl_target
 from recon.core.model import Event, Op, RawRecord
 from recon.core.order import binlog_key, u64
-from recon.core.sqlddl import parse_create_table, split_qualified
+from recon.core.sqlddl import split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
 from recon.decode.stats import Stat
@@ -264,11 +265,9 @@ class TencentDtsPbDecoder(StreamDecoder):
     def _ddl(self, rec: RawRecord, h: pb.Header, ddl: pb.DDLEvent) -> Event:
         db = ddl.schemaName or h.schemaName
         tbl = h.tableName
-        try:
-            pdb, tbl, _ = parse_create_table(ddl.sql)
-            db = pdb or db
-        except ValueError:
-            pass
+        target = ddl_target(ddl.sql)
+        if target is not None:
+            db, tbl = target.db or db, target.table
         if not tbl:
             parts = ddl.sql.split()
             if len(parts) >= 3 and parts[1].lower() == "table":
