@@ -29,5 +29,9 @@ class NoVersionAtHourError(ReconError):
     """A table has no published version at or before the hour asked for."""
 
 
+class OutOfMemory(ReconError):
+    """A stage ran out of memory: one line naming what ran out, the setting and the hour's size."""
+
+
 class NoSavedStateError(ReconError):
     """The merge state of an hour was not kept (or lost its files): rollback cannot restore it."""

@@ -17,7 +17,6 @@ Nothing heavy is imported here at parse time: the tasks import what they run whe
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
@@ -33,9 +32,9 @@ from recon.config import PipelineConfig, load_config, load_folder
 from recon.errors import ConfigError
 from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
 from recon.layout import STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
+from recon.sparkconf import submit_conf
 
 HOUR_PATTERN = HOUR_INPUT_PATTERN
-_SPARK_CONF_HELP = 'set it to a JSON object of Spark properties, e.g. {"spark.archives": "..."}'
 RETRY = {
     "retries": 2,
     "retry_delay": timedelta(minutes=2),
@@ -48,21 +47,6 @@ RETRY = {
 HourRange = TypedDict(
     "HourRange", {"from": str, "to": str, "audit_only": bool, "tables": str, "rebuild": str}
 )
-
-
-def extra_spark_conf() -> dict[str, str]:
-    """Spark properties added to every stage, from `RECON_SPARK_CONF` (a JSON object): what a
-    YARN or Kubernetes master needs besides the connection (README)."""
-    text = os.environ.get("RECON_SPARK_CONF", "").strip()
-    if not text:
-        return {}
-    try:
-        conf = json.loads(text)
-    except ValueError as err:
-        raise ValueError(f"RECON_SPARK_CONF is not JSON ({err}); {_SPARK_CONF_HELP}") from None
-    if not isinstance(conf, dict):
-        raise ValueError(f"RECON_SPARK_CONF is not a JSON object; {_SPARK_CONF_HELP}")
-    return {str(k): str(v) for k, v in conf.items()}
 
 
 def resolve_hours(
@@ -321,7 +305,7 @@ def load_dags(namespace: dict[str, Any], folder: Path | None = None) -> None:
     project's `pipelines/`) into `namespace` (a DAG file's globals)."""
     good, errors = load_folder(folder or pipelines_dir())
     try:
-        spark_conf = extra_spark_conf()
+        spark_conf = submit_conf()
     except ValueError as err:  # every pipeline's DAG says what is wrong with the variable
         errors.update({Path(str(c.source_file)): str(err) for c in good})
         good = []

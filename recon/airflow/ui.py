@@ -64,7 +64,12 @@ def hour_reports(cfg: PipelineConfig, limit: int = MAX_HOURS_LISTED) -> list[dic
     out = []
     for h in hours[:limit]:
         f = root / h / "report.json"
-        if f.is_file():
+        failed = root / h / "failed.json"
+        if failed.is_file():  # the hour's last run failed before its audit: no verdict stands
+            note = json.loads(failed.read_text())
+            kind = f"did not run: {note.get('stage')} failed"
+            out.append({"hour": h, "verdict": "fail", "findings": [{"kind": kind}], "run_id": None})
+        elif f.is_file():
             try:
                 out.append(json.loads(f.read_text()))
             except ValueError:

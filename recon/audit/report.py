@@ -169,6 +169,15 @@ def write_report(cfg: PipelineConfig, hour: datetime, report: AuditReport) -> Pa
 
 
 def load_report(cfg: PipelineConfig, hour: datetime) -> AuditReport:
+    """The hour's report; an error saying so when the hour's last run failed before its audit
+    (its `failed.json`), so that an older report never reads as the current one."""
+    failed = cfg.layout.audit(hour) / "failed.json"
+    if failed.is_file():
+        f = read_json(failed)
+        raise ReconError(
+            f"hour {hour_text(hour)} did not run to the end: its {f['stage']} stage failed at "
+            f"{f['at']}: {f['error']}"
+        )
     p = cfg.layout.report(hour)
     if not p.is_file():
         raise ReconError(

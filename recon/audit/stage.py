@@ -27,4 +27,5 @@ def audit_hour(
     validate(report)
     write_report(cfg, hour, report)
     append_audit_table(cfg, report)
+    (cfg.layout.audit(hour) / "failed.json").unlink(missing_ok=True)  # the hour ran to the end
     return report

@@ -243,12 +243,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_decode(args: argparse.Namespace) -> int:
     from recon.cli.output import print_counters
     from recon.decode.stage import decode_hour
+    from recon.ops.guard import guarded
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
     spark = get_spark(f"recon-decode-{cfg.name}")
-    print_counters(decode_hour(spark, cfg, hour, args.run_id, args.allow_incomplete))
+    with guarded("decode", spark, cfg, hour):
+        counters = decode_hour(spark, cfg, hour, args.run_id, args.allow_incomplete)
+    print_counters(counters)
     return 0
 
 
@@ -271,13 +274,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from recon.cli.output import print_merge
     from recon.merge.stage import merge_hour
+    from recon.ops.guard import guarded
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
     spark = get_spark(f"recon-merge-{cfg.name}")
     tables = tables_arg(args.tables)
-    print_merge(merge_hour(spark, cfg, hour, args.run_id, buckets=cfg.buckets, tables=tables))
+    with guarded("merge", spark, cfg, hour):
+        result = merge_hour(spark, cfg, hour, args.run_id, buckets=cfg.buckets, tables=tables)
+    print_merge(result)
     return 0
 
 

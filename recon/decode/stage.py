@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -106,7 +105,6 @@ def decode_hour(
     decoded = _read_staged(spark, inp, staging)
     _write_offset_intervals(inp.distinct, staging / "offsets")
     _publish_outputs(layout, hour, staging)
-    inp.records.unpersist()
     defs = fold_ddl(table_defs_before(cfg, hour), decoded.ddls)
     write_json_atomic(
         layout.schema(hour), {"tables": {k: v.to_json() for k, v in sorted(defs.items())}}
@@ -120,8 +118,9 @@ def decode_hour(
 def _read_input(
     spark: SparkSession, cfg: PipelineConfig, hour: datetime, files: list[Any]
 ) -> _Input:
+    # no cache: each pass re-reads the dumps in bounded splits, so a task holds a slice of a
+    # file, never the hour (a cached hour had to fit in the heap)
     records, unreadable = read_hour(spark, files)
-    records = records.persist(StorageLevel.MEMORY_AND_DISK)
     # input counters per (topic, partition): aggregates only, never the data
     stats = {
         (r["topic"], r["partition"]): r.asDict()

@@ -3,7 +3,6 @@ on one Spark session. Every hour's report is written before its verdict counts."
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import TypedDict
 
@@ -18,6 +17,7 @@ from recon.errors import ConfigError
 from recon.hours import format_hour, hour_range, parse_hour
 from recon.merge.result import MergeResult
 from recon.merge.stage import merge_hour
+from recon.ops.guard import guarded
 from recon.spark.session import get_spark
 
 
@@ -77,16 +77,16 @@ def run_hour(
     allow_incomplete: bool = False,
     progress: Progress = QUIET,
 ) -> HourResult:
-    counters = decode_hour(spark, cfg, hour, allow_incomplete=allow_incomplete)
+    with guarded("decode", spark, cfg, hour):
+        counters = decode_hour(spark, cfg, hour, allow_incomplete=allow_incomplete)
     progress.decoded(counters)
-    merged = merge_hour(spark, cfg, hour, run_id=counters["run_id"], buckets=cfg.buckets)
+    with guarded("merge", spark, cfg, hour):
+        merged = merge_hour(spark, cfg, hour, run_id=counters["run_id"], buckets=cfg.buckets)
     progress.merged(merged)
-    report = audit_hour(spark, cfg, hour, run_id=counters["run_id"])
+    with guarded("audit", spark, cfg, hour):
+        report = audit_hour(spark, cfg, hour, run_id=counters["run_id"])
     progress.audited(report, cfg, hour)
     return {"hour": format_hour(hour), "decode": counters, "merge": merged, "audit": report}
-
-
-StageFn = Callable[[SparkSession, PipelineConfig, datetime, str | None], object]
 
 
 def run_stage(
@@ -105,13 +105,14 @@ def run_stage(
     failed = []
     for h in hours:
         rid = f"{run_id}_{format_hour(h)}" if run_id else None
-        if stage == "decode":
-            progress.decoded(decode_hour(spark, cfg, h, rid, allow_incomplete))
-        elif stage == "merge":
-            progress.merged(merge_hour(spark, cfg, h, rid, buckets=cfg.buckets, tables=tables))
-        else:
-            report = audit_hour(spark, cfg, h, audited_by=rid)
-            progress.audited(report, cfg, h)
-            if report["verdict"] == "fail":
-                failed.append(format_hour(h))
+        with guarded(stage, spark, cfg, h):
+            if stage == "decode":
+                progress.decoded(decode_hour(spark, cfg, h, rid, allow_incomplete))
+            elif stage == "merge":
+                progress.merged(merge_hour(spark, cfg, h, rid, buckets=cfg.buckets, tables=tables))
+            else:
+                report = audit_hour(spark, cfg, h, audited_by=rid)
+                progress.audited(report, cfg, h)
+                if report["verdict"] == "fail":
+                    failed.append(format_hour(h))
     return failed

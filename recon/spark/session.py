@@ -9,35 +9,37 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from recon.errors import ConfigError
+from recon.sparkconf import REQUIRED_SQL, session_conf
+
 
 def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSession:
-    """The session: spark-submit's when launched by it, else a local one on this machine.
+    """The session: spark-submit's when launched by it (its settings kept), else a local one on
+    this machine built with `recon.sparkconf` (defaults sized from the machine, then
+    `RECON_SPARK_CONF`).
 
     Spark's Python workers run `python3` from PATH unless told otherwise, which outside the venv
     lacks our dependencies: point them at this interpreter.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT) with the submitted conf.
+    local = bool(master) or "PYSPARK_GATEWAY_PORT" not in os.environ
     builder = SparkSession.builder.appName(app_name)
-    # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT) with the submitted master.
-    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+    if local:
         builder = builder.master(master or os.environ.get("RECON_SPARK_MASTER", "local[*]"))
-    builder = (
-        builder.config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", os.environ.get("RECON_SHUFFLE_PARTITIONS", "8"))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-        # JDBC readers read DATETIME/TIMESTAMP through the JVM's zone: make it UTC like Spark's
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-    )
-    jars = jdbc_jars()
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
+        try:
+            conf = session_conf(local=True)
+        except ValueError as err:  # RECON_SPARK_CONF
+            raise ConfigError(str(err)) from None
+        jars = jdbc_jars()
+        if jars:
+            conf.setdefault("spark.jars", ",".join(jars))
+        for key, value in conf.items():
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    for key, value in REQUIRED_SQL.items():
+        spark.conf.set(key, value)
     spark.sparkContext.setLogLevel(os.environ.get("RECON_SPARK_LOG_LEVEL", "ERROR"))
     return spark
 

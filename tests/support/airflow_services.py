@@ -124,7 +124,8 @@ class AirflowServices:
             },
         )
         with urllib.request.urlopen(req, timeout=30) as r:
-            return json.load(r)
+            text = r.read()
+            return json.loads(text) if text else None
 
     def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         exe = str(Path(sys.executable).parent / "airflow")

@@ -1,0 +1,93 @@
+"""What a stage that fails leaves behind, and how an out-of-memory failure reads.
+
+`guarded(stage, spark, cfg, hour)` wraps one stage of one hour: an error whose text shows the
+JVM ran out of memory becomes `OutOfMemory`, one line naming what ran out, the setting to raise
+and the hour's size; any failure is recorded in the hour's audit folder (`failed.json`), so
+`recon report` (and the audit of a later run) says the hour did not run to the end instead of
+showing an older report as if it were current. The next successful audit of the hour clears it.
+The stages write nothing in place, so the hour's outputs are the ones from before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from recon.config import PipelineConfig
+from recon.decode.dumps import list_hour
+from recon.errors import OutOfMemory, ReconError
+from recon.layout import hour_text, write_json_atomic
+
+OOM_MARKERS = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
+
+
+def hour_size(cfg: PipelineConfig, hour: datetime) -> tuple[int, int]:
+    """(dump files, bytes) of one pipeline-hour."""
+    listed = [list_hour(cfg.raw_path, t, hour) for t in cfg.topics]
+    files = [f for hf in listed for f in (*hf.parquet, *hf.jsonl)]
+    return len(files), sum(_size(f) for f in files)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def out_of_memory_message(stage: str, cfg: PipelineConfig, hour: datetime, heap: str | None) -> str:
+    n, size = hour_size(cfg, hour)
+    heap_text = f"the Spark heap ({heap})" if heap else "the Spark heap"
+    bigger = _double(heap) if heap else "8g"
+    return (
+        f"out of memory: {heap_text} ran out in the {stage} stage of hour {hour_text(hour)} of "
+        f"pipeline {cfg.name} ({n} dump files, {size / 1e6:.0f} MB); raise it with "
+        f'RECON_SPARK_CONF=\'{{"spark.driver.memory": "{bigger}"}}\' (on a cluster: '
+        "spark.executor.memory); nothing of the hour was changed"
+    )
+
+
+def _double(heap: str) -> str:
+    num, unit = heap[:-1], heap[-1:].lower()
+    if num.isdigit() and unit in "kmg":
+        return f"{int(num) * 2}{unit}"
+    return "8g"
+
+
+def _heap(spark: SparkSession) -> str | None:
+    try:
+        return str(spark.sparkContext.getConf().get("spark.driver.memory", "1g"))
+    except Exception:  # noqa: BLE001 - the JVM may be gone after running out of memory
+        return None
+
+
+@contextmanager
+def guarded(stage: str, spark: SparkSession, cfg: PipelineConfig, hour: datetime) -> Iterator[None]:
+    try:
+        yield
+    except ReconError as err:
+        _record(cfg, hour, stage, str(err))
+        raise
+    except Exception as err:
+        text = f"{type(err).__name__}: {err}"
+        if any(m in text for m in OOM_MARKERS):
+            message = out_of_memory_message(stage, cfg, hour, _heap(spark))
+            _record(cfg, hour, stage, message)
+            raise OutOfMemory(message) from None
+        _record(cfg, hour, stage, text.strip().splitlines()[0][:500])
+        raise
+
+
+def _record(cfg: PipelineConfig, hour: datetime, stage: str, error: str) -> None:
+    doc: dict[str, Any] = {
+        "hour": hour_text(hour),
+        "stage": stage,
+        "error": error,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    write_json_atomic(cfg.layout.audit(hour) / "failed.json", doc)
