@@ -110,6 +110,11 @@ def test_extra_spark_conf_reaches_every_stage_and_a_bad_one_is_one_line(tmp_path
     got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF=conf)
     d = got["dags"]["recon_demo_canal_pb"]
     assert d["spark_conf"]["spark.archives"] == "hdfs:///envs/recon.tar.gz#env"
+    # the machine-sized defaults ride along, and the variable overrides them
+    assert d["spark_conf"]["spark.sql.files.maxPartitionBytes"] == "64m"
+    memory = '{"spark.driver.memory": "3g"}'
+    got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF=memory)
+    assert got["dags"]["recon_demo_canal_pb"]["spark_conf"]["spark.driver.memory"] == "3g"
     got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF='["not", "an object"]')
     assert "recon_demo_canal_pb" not in got["dags"]  # no DAG runs with a conf it cannot honour
     msgs = list(got["errors"].values())  # keyed by the DAG file: one line for all pipelines
