@@ -57,7 +57,10 @@ def local_defaults() -> dict[str, str]:
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     return {
         "spark.driver.memory": driver_memory(machine_memory_bytes()),
-        "spark.sql.shuffle.partitions": os.environ.get("RECON_SHUFFLE_PARTITIONS", "8"),
+        # enough slices that a task of a big hour stays small; adaptive execution merges them
+        # back for a small hour
+        "spark.sql.shuffle.partitions": os.environ.get("RECON_SHUFFLE_PARTITIONS", "64"),
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
         # input splits of bounded size: a task holds a slice of a dump file, not the file
         "spark.sql.files.maxPartitionBytes": "64m",
         "spark.ui.enabled": "false",

@@ -203,7 +203,8 @@ def _decode_to_staging(
     def decode_partition(batches: Any) -> Any:
         yield from decode_stream(batches, fmt, ctx)
 
-    n_parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 8))
+    # one task per Kafka partition stream at most (each stream is decoded in order by one task)
+    n_parts = max(1, min(len(inp.stats), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
     decoded = (
         inp.to_decode.repartition(n_parts, "topic", "partition")
         .sortWithinPartitions("topic", "partition", "offset")

@@ -59,6 +59,11 @@ from recon.merge.state import (
 from recon.publish.iceberg import publish_table
 from recon.spark.session import arrow_ddl
 
+# What the merge reads more than once (the hour's events, its contributions, the new live rows)
+# is kept on local disk, never as an in-memory columnar cache: an hour of any size must not
+# have to fit in the heap (a cache of a big hour ran out of memory in a 512 MB heap).
+CACHE = StorageLevel.DISK_ONLY
+
 
 def merge_hour(
     spark: SparkSession,
@@ -143,9 +148,7 @@ class _HourMerge:
             events = self.spark.read.parquet(str(ev_dir))
         else:
             events = self.spark.createDataFrame([], arrow_ddl(EVENT_SCHEMA))
-        self.events = events.withColumn("table", route_expr(self.cfg)).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        self.events = events.withColumn("table", route_expr(self.cfg)).persist(CACHE)
         self.by_table_op = {}
         for r in self.events.groupBy("table", "op").agg(F.count("*").alias("n")).collect():
             self.by_table_op.setdefault(r["table"], {})[r["op"]] = int(r["n"])
@@ -184,7 +187,7 @@ class _HourMerge:
         nb = F.create_map(*[x for n in self.names for x in (F.lit(n), F.lit(self.buckets_of(n)))])
         self.contrib = contrib.withColumn(
             "bucket", F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int")
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        ).persist(CACHE)
 
     def find_touched_buckets(self) -> None:
         self.touched = {n: set() for n in self.names}
@@ -219,7 +222,7 @@ class _HourMerge:
         )
         checkpoint("merge:state-written")
         state = self.spark.read.schema(STATE_DDL).parquet(str(run_dir)).select(*STATE_COLS)
-        self.live = live_rows(state, ms_tables).persist(StorageLevel.MEMORY_AND_DISK)
+        self.live = live_rows(state, ms_tables).persist(CACHE)
         self.bstats = bucket_stats(state, self.live)
 
     def update_entry(self, n: str, entry: TableEntry) -> None:
