@@ -7,10 +7,10 @@ straddle dump files."""
 from __future__ import annotations
 
 import json
-import zlib
 import os
 import subprocess
 import sys
+import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
