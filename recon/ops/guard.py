@@ -24,6 +24,9 @@ from recon.errors import OutOfMemory, ReconError
 from recon.layout import hour_text, write_json_atomic
 
 OOM_MARKERS = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
+# Spark ends its JVM when a thread runs out of memory: the Python side then only sees the
+# gateway gone. Treated as running out of memory, and said so.
+JVM_GONE = ("ConnectionRefusedError", "Py4JNetworkError", "Java gateway process exited")
 
 
 def hour_size(cfg: PipelineConfig, hour: datetime) -> tuple[int, int]:
@@ -40,12 +43,19 @@ def _size(path: str) -> int:
         return 0
 
 
-def out_of_memory_message(stage: str, cfg: PipelineConfig, hour: datetime, heap: str | None) -> str:
+def out_of_memory_message(
+    stage: str, cfg: PipelineConfig, hour: datetime, heap: str | None, jvm_gone: bool = False
+) -> str:
     n, size = hour_size(cfg, hour)
     heap_text = f"the Spark heap ({heap})" if heap else "the Spark heap"
     bigger = _double(heap) if heap else "8g"
+    what = (
+        "the Spark JVM exited (most likely its heap ran out)"
+        if jvm_gone
+        else f"{heap_text} ran out"
+    )
     return (
-        f"out of memory: {heap_text} ran out in the {stage} stage of hour {hour_text(hour)} of "
+        f"out of memory: {what} in the {stage} stage of hour {hour_text(hour)} of "
         f"pipeline {cfg.name} ({n} dump files, {size / 1e6:.0f} MB); raise it with "
         f'RECON_SPARK_CONF=\'{{"spark.driver.memory": "{bigger}"}}\' (on a cluster: '
         "spark.executor.memory); nothing of the hour was changed"
@@ -75,8 +85,9 @@ def guarded(stage: str, spark: SparkSession, cfg: PipelineConfig, hour: datetime
         raise
     except Exception as err:
         text = f"{type(err).__name__}: {err}"
-        if any(m in text for m in OOM_MARKERS):
-            message = out_of_memory_message(stage, cfg, hour, _heap(spark))
+        gone = any(m in text for m in JVM_GONE)
+        if gone or any(m in text for m in OOM_MARKERS):
+            message = out_of_memory_message(stage, cfg, hour, _heap(spark), jvm_gone=gone)
             _record(cfg, hour, stage, message)
             raise OutOfMemory(message) from None
         _record(cfg, hour, stage, text.strip().splitlines()[0][:500])

@@ -46,6 +46,16 @@ def test_out_of_memory_is_one_line_with_the_setting_and_the_size(tmp_path: Path)
         load_report(cfg, H0)
 
 
+def test_a_jvm_that_exited_reads_as_running_out_of_memory(tmp_path: Path) -> None:
+    """Spark ends the JVM when a thread runs out of heap; Python then sees the gateway gone."""
+    cfg = _cfg(tmp_path)
+    with pytest.raises(OutOfMemory) as got, guarded("merge", _Spark(), cfg, H0):  # type: ignore[arg-type]
+        raise ConnectionRefusedError(111, "Connection refused")
+    assert "the Spark JVM exited (most likely its heap ran out) in the merge stage" in str(
+        got.value
+    )
+
+
 def test_any_failure_is_recorded_for_the_hour_and_raised_as_it_was(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path)
     with pytest.raises(KeyError), guarded("merge", _Spark(), cfg, H0):  # type: ignore[arg-type]
