@@ -307,11 +307,20 @@ def load_config(path: str | Path) -> PipelineConfig:
         )
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); save the file as UTF-8"
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ConfigError(f"{p}: not valid YAML{where}: {problem}; fix the syntax") from None
+    except ValueError as err:  # YAML's own date and time values: `start: 2026-11-31`
+        raise ConfigError(
+            f"{p}: a value is not what it looks like ({err}); write a real date and time, "
+            "e.g. start: 2026-11-30T00:00:00Z"
+        ) from None
     return parse_config(data, p.resolve())
 
 

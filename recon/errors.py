@@ -33,5 +33,9 @@ class OutOfMemory(ReconError):
     """A stage ran out of memory: one line naming what ran out, the setting and the hour's size."""
 
 
+class ManifestError(ReconError):
+    """The merge state's manifest is missing or unreadable while state exists."""
+
+
 class NoSavedStateError(ReconError):
     """The merge state of an hour was not kept (or lost its files): rollback cannot restore it."""

@@ -36,6 +36,9 @@ from recon.sparkconf import submit_conf
 
 HOUR_PATTERN = HOUR_INPUT_PATTERN
 RETRY = {
+    # a stage that hangs (a stuck executor, a record that never ends) fails and is retried
+    # instead of holding the pipeline for ever
+    "execution_timeout": timedelta(hours=3),
     "retries": 2,
     "retry_delay": timedelta(minutes=2),
     "retry_exponential_backoff": True,

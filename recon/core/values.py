@@ -16,6 +16,8 @@ import base64
 import re
 from datetime import UTC, date, datetime, timedelta
 
+from recon.errors import DecodeError
+
 _EPOCH_DATE = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)
 
@@ -176,7 +178,14 @@ def decimal_from_twos_complement(data: bytes, scale: int) -> str:
     return scale_text(n, scale)
 
 
+MAX_SCALE = 100
+"""MySQL's DECIMAL has at most 30 digits after the point (65 in all): a producer's scale far
+beyond that is damage, and writing it out would take time and memory in proportion."""
+
+
 def scale_text(unscaled: int, scale: int) -> str:
+    if abs(scale) > MAX_SCALE:
+        raise DecodeError(f"decimal scale {scale} is out of range (at most {MAX_SCALE})")
     if scale <= 0:
         return str(unscaled * (10 ** (-scale)))
     sign = "-" if unscaled < 0 else ""

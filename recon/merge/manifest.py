@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from recon.config import PipelineConfig
-from recon.errors import NoSavedStateError, ReconError
+from recon.errors import ManifestError, NoSavedStateError, ReconError
 from recon.layout import hour_text, read_json, write_json_atomic
 
 
@@ -59,11 +59,31 @@ def empty_manifest() -> Manifest:
     return {"version": 0, "hours": [], "snapshot": None, "tables": {}}
 
 
-def load_manifest(cfg: PipelineConfig) -> Manifest:
+def load_manifest(cfg: PipelineConfig, allow_missing: bool = False) -> Manifest:
+    """The merge state in force. A missing manifest while merged state exists, or one that
+    cannot be read, is an error naming the fix: merging over it would start the tables again
+    from one hour's changes. `allow_missing`: for the commands that start the state anew."""
     p = cfg.layout.manifest
+    fix = f"rebuild the state from the decoded hours: `recon rebuild --pipeline {cfg.source_file}`"
     if p.is_file():
-        man: Manifest = read_json(p)
+        try:
+            man: Manifest = read_json(p)
+        except ValueError as err:
+            if allow_missing:
+                return empty_manifest()
+            raise ManifestError(f"{p} cannot be read ({err}); {fix}") from None
         return man
+    layout = cfg.layout
+    saved = (
+        sorted(layout.saved_manifests.glob("hour=*.json"))
+        if layout.saved_manifests.is_dir()
+        else []
+    )
+    if saved and not allow_missing:
+        raise ManifestError(
+            f"{p} is missing, but the merge state of {len(saved)} hour(s) exists (last "
+            f"{saved[-1].stem.removeprefix('hour=')}); {fix}"
+        )
     return empty_manifest()
 
 
@@ -97,7 +117,7 @@ def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> Manifes
     earlier versions stay readable by time travel). Decoded hours are kept. Atomic, like a merge:
     a run killed after this just rebuilds again."""
     names = check_tables(cfg, tables)
-    man = load_manifest(cfg)
+    man = load_manifest(cfg, allow_missing=True)
     new = copy_manifest(man)
     for n in names:
         new["tables"].pop(n, None)
@@ -129,7 +149,7 @@ def rollback_state(cfg: PipelineConfig, hour: datetime) -> Manifest:
                     f"the merge state of hour {H} lost {layout.merge / f['path']}; "
                     f"`recon rebuild --to {H}` gives the same tables"
                 )
-    cur = load_manifest(cfg)
+    cur = load_manifest(cfg, allow_missing=True)
     new: Manifest = {
         **old,
         "version": cur["version"] + 1,

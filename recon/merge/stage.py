@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from recon.config import PipelineConfig
 from recon.core.model import EVENT_SCHEMA
 from recon.core.schema import TableSchema
-from recon.errors import NotDecodedError
+from recon.errors import ManifestError, NotDecodedError
 from recon.faults import checkpoint
 from recon.layout import has_parquet, hour_text, read_json, write_json_atomic
 from recon.merge.contributions import (
@@ -56,7 +56,7 @@ from recon.merge.state import (
     live_rows,
     skip_counts,
 )
-from recon.publish.iceberg import publish_table
+from recon.publish.iceberg import is_published, publish_table
 from recon.spark.session import arrow_ddl
 
 # What the merge reads more than once (the hour's events, its contributions, the new live rows)
@@ -120,6 +120,7 @@ class _HourMerge:
 
     def run(self, publish: bool, limited: bool) -> MergeResult:
         self.man = load_manifest(self.cfg)
+        check_state_matches_tables(self.cfg, self.man, self.names)
         self.read_events()
         self.schemas, self.schema_changed = resolve_schemas(
             self.cfg, self.man, self.events, self.hour, self.names
@@ -334,6 +335,20 @@ class _HourMerge:
             "ddl_not_configured": sum(ops.get("ddl", 0) for ops in others.values()),
             "snapshot": self.snapshot_info,
         }
+
+
+def check_state_matches_tables(cfg: PipelineConfig, man: Manifest, names: list[str]) -> None:
+    """No manifest at all (never merged, or lost) while a table is published: merging would
+    replace the table by one hour's rows. The fix is to rebuild the state."""
+    if man["version"] != 0:
+        return
+    published = [n for n in names if is_published(cfg, n)]
+    if published:
+        raise ManifestError(
+            f"table {published[0]} is published but {cfg.layout.manifest} is missing; merging "
+            "now would replace it by one hour's rows: rebuild the state from the decoded hours "
+            f"with `recon rebuild --pipeline {cfg.source_file}`"
+        )
 
 
 def _changes(ops: dict[str, int]) -> int:

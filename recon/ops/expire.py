@@ -27,8 +27,7 @@ from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import read_json
 from recon.merge.manifest import Manifest, load_manifest
-from recon.ops.rollback import is_published
-from recon.publish.iceberg import load_table, local_path
+from recon.publish.iceberg import is_published, load_table, local_path
 
 _HOUR_DIR = re.compile(r"^hour=(\d{4}-\d{2}-\d{2}T\d{2})$")
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from recon.config import PipelineConfig, load_config
-from recon.errors import TableNotPublishedError
+from recon.config import load_config
 from recon.hours import format_hour, parse_hour
 from recon.merge.manifest import load_manifest, rollback_state
 from recon.ops.run import QUIET, Progress
-from recon.publish.iceberg import load_table, restore_version
+from recon.publish.iceberg import is_published, restore_version
 
 
 def rollback(pipeline: str, to_hour: str, progress: Progress = QUIET) -> dict[str, Any]:
@@ -19,7 +18,7 @@ def rollback(pipeline: str, to_hour: str, progress: Progress = QUIET) -> dict[st
     --from` the next hour, or clear their DAG runs) to bring them back. Decoding is kept."""
     cfg = load_config(pipeline)
     H = format_hour(parse_hour(to_hour, "--to-hour"))
-    later = [h for h in load_manifest(cfg)["hours"] if h > H]
+    later = [h for h in load_manifest(cfg, allow_missing=True)["hours"] if h > H]
     rollback_state(cfg, parse_hour(H))
     restored = [restore_version(cfg, t, H) for t in cfg.tables if is_published(cfg, t)]
     for r in restored:
@@ -34,11 +33,3 @@ def rollback(pipeline: str, to_hour: str, progress: Progress = QUIET) -> dict[st
             "their DAG runs)"
         )
     return {"hour": H, "tables": restored, "hours_undone": later}
-
-
-def is_published(cfg: PipelineConfig, table: str) -> bool:
-    try:
-        load_table(cfg, table)
-    except TableNotPublishedError:
-        return False
-    return True

@@ -75,6 +75,14 @@ def load_table(cfg: PipelineConfig, table: str) -> Table:
         ) from None
 
 
+def is_published(cfg: PipelineConfig, table: str) -> bool:
+    try:
+        load_table(cfg, table)
+    except TableNotPublishedError:
+        return False
+    return True
+
+
 def local_path(uri: str) -> Path:
     u = urlparse(uri)
     return Path(u.path) if u.scheme in ("file", "") else Path(uri)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,8 @@ for dag_id, d in bag.dags.items():
         "max_active_runs": d.max_active_runs,
         "tags": sorted(d.tags),
         "retries": {t.task_id: t.retries for t in d.tasks},
+        "timeouts": {t.task_id: t.execution_timeout and t.execution_timeout.total_seconds()
+                     for t in d.tasks},
         "depends_on_past": {t.task_id: t.depends_on_past for t in d.tasks},
         "conn": {t.task_id: getattr(t, "_conn_id", None) for t in d.tasks},
         "start": d.start_date.isoformat() if d.start_date else None,
@@ -85,6 +88,7 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["tags"] == ["canal_pb", "recon"]
     assert d["retries"]["decode"] == 2 and d["retries"]["merge_publish"] == 2
     assert d["retries"]["audit"] == 0  # a failing verdict is not retried
+    assert all(d["timeouts"].values()), d["timeouts"]  # no task can hang for ever
     assert d["depends_on_past"]["merge_publish"] is True
     assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
     assert {d["conn"][t] for t in ("decode", "merge_publish", "audit")} == {"spark_default"}
@@ -126,14 +130,18 @@ def test_extra_spark_conf_reaches_every_stage_and_a_bad_one_is_one_line(tmp_path
 def test_a_broken_yaml_breaks_only_its_own_dag(tmp_path: Path) -> None:
     pipelines = tmp_path / "pipelines"
     shutil.copytree(ROOT / "pipelines", pipelines)
-    (pipelines / "broken_one.yaml").write_text(
-        (pipelines / "demo_canal_pb.yaml").read_text().replace("format: canal_pb", "format: avro")
-    )
+    text = (pipelines / "demo_canal_pb.yaml").read_text()
+    (pipelines / "broken_one.yaml").write_text(text.replace("format: canal_pb", "format: avro"))
+    # an impossible date (YAML's own date type fails) and bytes that are not UTF-8
+    (pipelines / "broken_two.yaml").write_text(re.sub(r"start: .*", "start: 2026-11-31", text))
+    (pipelines / "broken_three.yaml").write_bytes(text.encode().replace(b"canal", b"\xff\xfe", 1))
     got = _bag(tmp_path, pipelines)
     assert "recon_demo_canal_pb" in got["dags"] and len(got["dags"]) == len(
         list((ROOT / "pipelines").glob("*.yaml"))
     )
-    assert "recon_broken_one" not in got["dags"]
-    (msg,) = got["errors"].values()
-    assert "broken_one.yaml" in msg and "'avro' is not a format" in msg
-    assert "Traceback" not in msg
+    assert not {"recon_broken_one", "recon_broken_two", "recon_broken_three"} & set(got["dags"])
+    msgs = sorted(got["errors"].values())
+    assert len(msgs) == 3 and all("Traceback" not in m for m in msgs)
+    assert any("broken_one.yaml" in m and "'avro' is not a format" in m for m in msgs)
+    assert any("broken_two.yaml" in m and "out of range" in m for m in msgs)
+    assert any("broken_three.yaml" in m and "not UTF-8" in m for m in msgs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,19 @@ def test_a_bad_file_does_not_break_the_others(tmp_path: Path) -> None:
     _write(tmp_path, GOOD.replace("format: dataworks_json", "format: nope"), "b.yaml")
     good, bad = load_folder(tmp_path)
     assert [c.name for c in good] == ["shop"] and list(bad) == [tmp_path / "b.yaml"]
+
+
+def test_an_impossible_date_or_non_utf8_bytes_break_only_their_file(tmp_path: Path) -> None:
+    """Issue 12 item 13: YAML reads `2026-11-31` as a date and fails outside its own errors;
+    bytes that are not UTF-8 fail before YAML: both were uncaught and took every DAG along."""
+    _write(tmp_path, GOOD, "a.yaml")
+    _write(tmp_path, re.sub(r"start: .*", "start: 2026-11-31T00:00:00Z", GOOD), "b.yaml")
+    (tmp_path / "c.yaml").write_bytes(GOOD.encode().replace(b"shop_cdc", b"shop_\xe9\xff"))
+    good, bad = load_folder(tmp_path)
+    assert [c.name for c in good] == ["shop"]
+    assert "day is out of range for month" in bad[tmp_path / "b.yaml"]
+    assert "not UTF-8 text" in bad[tmp_path / "c.yaml"]
+    assert all("\n" not in m for m in bad.values())
 
 
 def _recon(*args: str) -> subprocess.CompletedProcess[str]:

@@ -360,3 +360,24 @@ def test_years_before_1000_keep_four_digits() -> None:
     assert normalize_datetime_text("0999-01-01T01:02:03.5") == "0999-01-01 01:02:03.500000"
     assert render_value(date(12, 3, 4)) == "0012-03-04"
     assert render_value(datetime(999, 1, 1, 1, 2, 3)) == "0999-01-01 01:02:03"
+
+
+def test_an_absurd_decimal_scale_is_quarantined_not_computed() -> None:
+    """Issue 12 item 12: scale 10^9 once made one record take hours (a billion-digit string);
+    the scale is refused before any digit is written."""
+    dec = {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal", "field": "v"}
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "field": "after", "fields": [{"type": "int32", "field": "id"}, dec]}
+        ],
+    }
+    payload = {
+        "op": "c",
+        "before": None,
+        "after": {"id": 1, "v": {"scale": 10**9, "value": "AQ=="}},
+        "source": {"db": "s", "table": "t", "file": "bin.000001", "pos": 10, "row": 0},
+    }
+    r = _run([json.dumps({"schema": schema, "payload": payload}).encode()], "debezium_json")
+    (q,) = r["quarantine"]
+    assert "decimal scale 1000000000 is out of range" in q["reason"] and not r["events"]

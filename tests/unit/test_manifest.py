@@ -1,0 +1,45 @@
+"""Issue 12 item 4: a missing or unreadable manifest while tables are published is an error
+naming the fix, never an empty state that replaces every table by one hour's rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from recon.errors import ManifestError
+from recon.hours import parse_hour
+from recon.merge.manifest import empty_manifest, load_manifest, reset_state, save_manifest
+from recon.merge.stage import check_state_matches_tables
+from recon.publish.iceberg import get_catalog
+from tests.support.builders import pipeline
+
+H = "2026-01-01T03"
+
+
+def test_a_lost_manifest_with_state_left_names_recon_rebuild(tmp_path: Path) -> None:
+    cfg = pipeline(tmp_path, {"s.a": {}})
+    assert load_manifest(cfg) == empty_manifest()  # never merged: nothing to lose
+    man = empty_manifest() | {"version": 3, "hours": [H]}
+    save_manifest(cfg, man, hour=parse_hour(H))  # type: ignore[arg-type]
+    cfg.layout.manifest.unlink()
+    with pytest.raises(
+        ManifestError, match=f"missing, but the merge state of 1 hour.*last {H}.*recon rebuild"
+    ):
+        load_manifest(cfg)
+    assert reset_state(cfg)["version"] == 1  # the fix works without it
+    cfg.layout.manifest.write_text('{"version": 4, "tab')
+    with pytest.raises(ManifestError, match="cannot be read .*recon rebuild"):
+        load_manifest(cfg)
+
+
+def test_a_published_table_without_any_manifest_is_not_merged_over(tmp_path: Path) -> None:
+    cfg = pipeline(tmp_path, {"s.a": {}})
+    check_state_matches_tables(cfg, empty_manifest(), ["s.a"])  # nothing published yet
+    cat = get_catalog(cfg)
+    cat.create_namespace_if_not_exists(("t", "s"))
+    cat.create_table(("t", "s", "a"), schema=pa.schema([("id", pa.int64())]))
+    with pytest.raises(ManifestError, match="s.a is published but .*manifest.json is missing"):
+        check_state_matches_tables(cfg, empty_manifest(), ["s.a"])
+    check_state_matches_tables(cfg, empty_manifest() | {"version": 1}, ["s.a"])  # after rebuild
