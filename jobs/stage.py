@@ -19,6 +19,7 @@ from recon.cli.output import Printer
 from recon.config import load_config
 from recon.errors import ReconError
 from recon.hours import format_hour, hour_range, parse_hour
+from recon.ops.lock import DAG_WAIT_S
 from recon.ops.rebuild import rebuild
 from recon.ops.run import run_stage
 from recon.spark.session import get_spark
@@ -44,14 +45,23 @@ def run(args: argparse.Namespace) -> int:
     tables = [t for t in args.tables.split(",") if t] or None
     if args.stage == "merge" and args.rebuild == "true":
         # every decoded hour, the run's own and any later ones: the tables stay current
-        done = {r["hour"] for r in rebuild(args.pipeline, None, tables, args.run_id, Printer())}
+        got = rebuild(args.pipeline, None, tables, args.run_id, Printer(), lock_wait=DAG_WAIT_S)
+        done = {r["hour"] for r in got}
         missing = [format_hour(h) for h in hours if format_hour(h) not in done]
         if missing:
             raise ReconError(f"hour {missing[0]} is not decoded; decode it first")
         return 0
     spark = get_spark(f"recon-{args.stage}-{cfg.name}")
     failed = run_stage(
-        args.stage, spark, cfg, hours, args.run_id, tables, args.allow_incomplete, Printer()
+        args.stage,
+        spark,
+        cfg,
+        hours,
+        args.run_id,
+        tables,
+        args.allow_incomplete,
+        Printer(),
+        lock_wait=DAG_WAIT_S,  # a backfill's runs queue behind each other
     )
     return 1 if failed else 0
 

@@ -33,6 +33,10 @@ class OutOfMemory(ReconError):
     """A stage ran out of memory: one line naming what ran out, the setting and the hour's size."""
 
 
+class PipelineBusy(ReconError):
+    """Another process is writing the pipeline's state (one writer per pipeline)."""
+
+
 class ManifestError(ReconError):
     """The merge state's manifest is missing or unreadable while state exists."""
 

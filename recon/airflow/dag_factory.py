@@ -208,6 +208,9 @@ def _stage_operators(
         task_id="merge_publish",
         application_args=["merge", *args, *merge_args],
         depends_on_past=True,  # the state of hour H is the input of H+1
+        # and hour H's audit must have passed (or been settled by an operator): a `fail` verdict
+        # holds the later hours' merges until someone decides (README: runbook)
+        wait_for_downstream=True,
         **common,
     )
     audit = SparkSubmitOperator(
@@ -251,7 +254,9 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
             """False for audit_only runs: decode and merge are skipped, the audit still runs."""
             return not h["audit_only"]
 
-        @task(outlets=assets, trigger_rule="all_done")
+        # Assets only for hours whose audit did not fail: a `fail` verdict fails the audit task,
+        # leaves announce upstream_failed and the DAG run red
+        @task(outlets=assets, trigger_rule="none_failed")
         def announce(h: Any, **context: Any) -> dict[str, str]:
             """Asset events for the published tables, with the audit's verdict and counts."""
             return announce_assets(pipeline_file, h, context["outlet_events"])
@@ -282,8 +287,9 @@ def _expire_task(pipeline_file: str, keep_hours: int, after: Any) -> None:
         """Keep `retention_hours` of versions and merge states; free older files.
         (Retried: during a backfill it can meet a later hour's publish commit.)"""
         from recon.ops.expire import expire as expire_pipeline  # run time only
+        from recon.ops.lock import DAG_WAIT_S
 
-        return expire_pipeline(load_config(pipeline_file), keep_hours)
+        return expire_pipeline(load_config(pipeline_file), keep_hours, lock_wait=DAG_WAIT_S)
 
     after >> expire()
 

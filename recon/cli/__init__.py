@@ -275,13 +275,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from recon.cli.output import print_merge
     from recon.merge.stage import merge_hour
     from recon.ops.guard import guarded
+    from recon.ops.lock import pipeline_lock
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
     spark = get_spark(f"recon-merge-{cfg.name}")
     tables = tables_arg(args.tables)
-    with guarded("merge", spark, cfg, hour):
+    with pipeline_lock(cfg, "recon merge"), guarded("merge", spark, cfg, hour):
         result = merge_hour(spark, cfg, hour, args.run_id, buckets=cfg.buckets, tables=tables)
     print_merge(result)
     return 0
@@ -289,12 +290,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from recon.audit.stage import audit_hour
+    from recon.ops.lock import pipeline_lock
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
     spark = get_spark(f"recon-audit-{cfg.name}")
-    return _print_summary(cfg, hour, audit_hour(spark, cfg, hour, audited_by=args.run_id))
+    with pipeline_lock(cfg, "recon audit"):
+        report = audit_hour(spark, cfg, hour, audited_by=args.run_id)
+    return _print_summary(cfg, hour, report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -87,9 +87,20 @@ def load_manifest(cfg: PipelineConfig, allow_missing: bool = False) -> Manifest:
     return empty_manifest()
 
 
-def save_manifest(cfg: PipelineConfig, man: Manifest, hour: datetime | None = None) -> None:
-    """Commit `man` (and, for a merged hour, keep it as that hour's state for rollback)."""
+def save_manifest(
+    cfg: PipelineConfig, man: Manifest, hour: datetime | None = None, expected: int | None = None
+) -> None:
+    """Commit `man` (and, for a merged hour, keep it as that hour's state for rollback).
+    `expected`: the version this writer started from; another writer's commit in between makes
+    this one fail loudly instead of overwriting it (a compare-and-swap on the version)."""
     layout = cfg.layout
+    if expected is not None:
+        on_disk = load_manifest(cfg, allow_missing=True)["version"]
+        if on_disk != expected:
+            raise ManifestError(
+                f"{layout.manifest} changed while this command ran (version {expected} -> "
+                f"{on_disk}: another writer committed); nothing was committed: run it again"
+            )
     write_json_atomic(layout.manifest, man, indent=1, sort_keys=True)
     if hour is not None:
         write_json_atomic(layout.saved_manifest(hour), man, indent=1, sort_keys=True)
@@ -125,7 +136,7 @@ def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> Manifes
         new["hours"], new["snapshot"] = [], None
     new["version"] = man["version"] + 1
     new["reset"] = {"tables": names, "version_before": man["version"]}
-    save_manifest(cfg, new)
+    save_manifest(cfg, new, expected=man["version"])
     return new
 
 
@@ -156,5 +167,5 @@ def rollback_state(cfg: PipelineConfig, hour: datetime) -> Manifest:
         "hours": [h for h in old["hours"] if h <= H],
         "rolled_back": {"to_hour": H, "version_before": cur["version"]},
     }
-    save_manifest(cfg, new)
+    save_manifest(cfg, new, expected=cur["version"])
     return new

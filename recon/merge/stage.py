@@ -310,7 +310,7 @@ class _HourMerge:
         new_man["hours"] = sorted(set(self.man["hours"]) | {self.H})
         new_man["snapshot"] = self.snapshot_info
         new_man["last_run"] = {"run_id": self.run_id, "hour": self.H}
-        save_manifest(self.cfg, new_man, self.hour)
+        save_manifest(self.cfg, new_man, self.hour, expected=self.man["version"])
 
     def result(self, tables_out: dict[str, TableMerge], limited: bool) -> MergeResult:
         out_file = self.cfg.layout.merge_result(self.hour)

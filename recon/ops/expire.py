@@ -27,6 +27,7 @@ from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import read_json
 from recon.merge.manifest import Manifest, load_manifest
+from recon.ops.lock import pipeline_lock
 from recon.publish.iceberg import is_published, load_table, local_path
 
 _HOUR_DIR = re.compile(r"^hour=(\d{4}-\d{2}-\d{2}T\d{2})$")
@@ -131,9 +132,15 @@ def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
     return {"snapshots_expired": len(old), "folders_removed": len(removed), "bytes": freed}
 
 
-def expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
+def expire(cfg: PipelineConfig, keep_hours: int, lock_wait: float = 0) -> dict[str, Any]:
+    """Keep `keep_hours` of history (see the module docstring), as the pipeline's one writer."""
     if keep_hours < 1:
         raise ReconError("--keep-hours must be at least 1 (the newest hour is always kept)")
+    with pipeline_lock(cfg, "recon expire", lock_wait):
+        return _expire(cfg, keep_hours)
+
+
+def _expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
     hours = load_manifest(cfg)["hours"]
     if not hours:
         raise ReconError(f"pipeline {cfg.name} has no merged hour yet; nothing to expire")

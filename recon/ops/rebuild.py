@@ -13,6 +13,7 @@ from recon.hours import format_hour, hour_range, parse_hour
 from recon.merge.manifest import check_tables, reset_state
 from recon.merge.result import MergeResult
 from recon.merge.stage import merge_hour
+from recon.ops.lock import pipeline_lock
 from recon.ops.run import QUIET, Progress
 from recon.spark.session import get_spark
 
@@ -36,12 +37,24 @@ def rebuild(
     tables: list[str] | None = None,
     run_id: str | None = None,
     progress: Progress = QUIET,
+    lock_wait: float = 0,
 ) -> list[RebuiltHour]:
     """Drop the merge state of the tables (all, or `tables`) and merge again, from the snapshot,
     every decoded hour since the pipeline's start through `through` (default: the last decoded
     hour), re-auditing each. Decoding is not repeated. The published tables are replaced as a
     whole by the first hour merged; their earlier versions stay in the Iceberg history."""
     cfg = load_config(pipeline)
+    with pipeline_lock(cfg, "recon rebuild", lock_wait):
+        return _rebuild(cfg, through, tables, run_id, progress)
+
+
+def _rebuild(
+    cfg: PipelineConfig,
+    through: str | None,
+    tables: list[str] | None,
+    run_id: str | None,
+    progress: Progress,
+) -> list[RebuiltHour]:
     names = check_tables(cfg, tables)
     last = parse_hour(through, "--to") if through else datetime.now(UTC)
     hours = decoded_hours(cfg, last)

@@ -7,20 +7,24 @@ from typing import Any
 from recon.config import load_config
 from recon.hours import format_hour, parse_hour
 from recon.merge.manifest import load_manifest, rollback_state
+from recon.ops.lock import pipeline_lock
 from recon.ops.run import QUIET, Progress
 from recon.publish.iceberg import is_published, restore_version
 
 
-def rollback(pipeline: str, to_hour: str, progress: Progress = QUIET) -> dict[str, Any]:
+def rollback(
+    pipeline: str, to_hour: str, progress: Progress = QUIET, lock_wait: float = 0
+) -> dict[str, Any]:
     """Roll the pipeline back to the end of `to_hour`: its merge state as that hour left it, and
     every published table's version of that hour, restored as a new commit (the undone versions
     stay in the history). Later hours are no longer in the tables; merge them again (`recon run
     --from` the next hour, or clear their DAG runs) to bring them back. Decoding is kept."""
     cfg = load_config(pipeline)
     H = format_hour(parse_hour(to_hour, "--to-hour"))
-    later = [h for h in load_manifest(cfg, allow_missing=True)["hours"] if h > H]
-    rollback_state(cfg, parse_hour(H))
-    restored = [restore_version(cfg, t, H) for t in cfg.tables if is_published(cfg, t)]
+    with pipeline_lock(cfg, "recon rollback", lock_wait):
+        later = [h for h in load_manifest(cfg, allow_missing=True)["hours"] if h > H]
+        rollback_state(cfg, parse_hour(H))
+        restored = [restore_version(cfg, t, H) for t in cfg.tables if is_published(cfg, t)]
     for r in restored:
         what = "restored" if r["committed"] else "already current"
         progress.note(

@@ -3,6 +3,7 @@ on one Spark session. Every hour's report is written before its verdict counts."
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import datetime
 from typing import TypedDict
 
@@ -18,6 +19,7 @@ from recon.hours import format_hour, hour_range, parse_hour
 from recon.merge.result import MergeResult
 from recon.merge.stage import merge_hour
 from recon.ops.guard import guarded
+from recon.ops.lock import pipeline_lock
 from recon.spark.session import get_spark
 
 
@@ -76,15 +78,17 @@ def run_hour(
     hour: datetime,
     allow_incomplete: bool = False,
     progress: Progress = QUIET,
+    lock_wait: float = 0,
 ) -> HourResult:
     with guarded("decode", spark, cfg, hour):
         counters = decode_hour(spark, cfg, hour, allow_incomplete=allow_incomplete)
     progress.decoded(counters)
-    with guarded("merge", spark, cfg, hour):
-        merged = merge_hour(spark, cfg, hour, run_id=counters["run_id"], buckets=cfg.buckets)
-    progress.merged(merged)
-    with guarded("audit", spark, cfg, hour):
-        report = audit_hour(spark, cfg, hour, run_id=counters["run_id"])
+    with pipeline_lock(cfg, f"recon run (hour {format_hour(hour)})", lock_wait):
+        with guarded("merge", spark, cfg, hour):
+            merged = merge_hour(spark, cfg, hour, run_id=counters["run_id"], buckets=cfg.buckets)
+        progress.merged(merged)
+        with guarded("audit", spark, cfg, hour):
+            report = audit_hour(spark, cfg, hour, run_id=counters["run_id"])
     progress.audited(report, cfg, hour)
     return {"hour": format_hour(hour), "decode": counters, "merge": merged, "audit": report}
 
@@ -98,10 +102,26 @@ def run_stage(
     tables: list[str] | None = None,
     allow_incomplete: bool = False,
     progress: Progress = QUIET,
+    lock_wait: float = 0,
 ) -> list[str]:
     """One stage over the hours, in order (what a DAG task runs); each hour gets its own run
     id (`<run_id>_<hour>`). Returns the hours whose audit verdict is `fail` (audit only); any
     other stage stops at the first error, so later hours never run past a failed one."""
+    writes_state = stage in ("merge", "audit")  # decode writes only its own hour's outputs
+    with pipeline_lock(cfg, f"{stage} stage", lock_wait) if writes_state else nullcontext():
+        return _stage_hours(stage, spark, cfg, hours, run_id, tables, allow_incomplete, progress)
+
+
+def _stage_hours(
+    stage: str,
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    hours: list[datetime],
+    run_id: str | None,
+    tables: list[str] | None,
+    allow_incomplete: bool,
+    progress: Progress,
+) -> list[str]:
     failed = []
     for h in hours:
         rid = f"{run_id}_{format_hour(h)}" if run_id else None

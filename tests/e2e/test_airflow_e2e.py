@@ -11,7 +11,10 @@ from pathlib import Path
 
 from recon.cli import main
 from recon.config import load_config
+from recon.core.model import RawRecord
+from recon.demo import sample
 from recon.demo.airflow_local import airflow_env, dags_test, migrate
+from recon.demo.demo import write_dump
 from recon.publish.export import export_rows
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 
@@ -73,3 +76,24 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     )
     assert man["reset"]["tables"] == ["shop.orders"] and man["hours"] == [_h(H0), _h(H1)]
     assert json.loads(h0_result.read_text())["run_id"] != h0_run  # hour 0 was merged again
+
+
+def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -> None:
+    """Issue 12 item 5: the audit's `fail` makes the DAG run red and no Asset event is sent
+    (the leaf used to run on all_done and the run was green)."""
+    recs = sample.to_records(sample.encode_canal_json(sample.workload(START, 1, 6, seed=3)), "af")
+    recs.append(RawRecord("af", 0, len(recs), None, b"\x00garbage", recs[-1].ts_ms))
+    write_dump(tmp_path / "raw", "af", recs, "jsonl", [H0])
+    write_canal_pipeline(tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh", START)
+    env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    migrate(env)
+    log = tmp_path / "dag.log"
+    assert dags_test(env, "recon_af", _h(H0), log=log) == "failed", log.read_text()[-3000:]
+    report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
+    assert report["verdict"] == "fail"  # the garbage record is quarantined
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
+    states = dict(db.execute("SELECT task_id, state FROM task_instance").fetchall())
+    assert states["audit"] == "failed" and states["announce"] == "upstream_failed"
+    assert db.execute("SELECT count(*) FROM asset_event").fetchone()[0] == 0

@@ -35,6 +35,8 @@ for dag_id, d in bag.dags.items():
         "timeouts": {t.task_id: t.execution_timeout and t.execution_timeout.total_seconds()
                      for t in d.tasks},
         "depends_on_past": {t.task_id: t.depends_on_past for t in d.tasks},
+        "wait_for_downstream": {t.task_id: t.wait_for_downstream for t in d.tasks},
+        "trigger_rules": {t.task_id: str(t.trigger_rule) for t in d.tasks},
         "conn": {t.task_id: getattr(t, "_conn_id", None) for t in d.tasks},
         "start": d.start_date.isoformat() if d.start_date else None,
         "params": sorted(d.params.keys()),
@@ -89,6 +91,9 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["retries"]["decode"] == 2 and d["retries"]["merge_publish"] == 2
     assert d["retries"]["audit"] == 0  # a failing verdict is not retried
     assert all(d["timeouts"].values()), d["timeouts"]  # no task can hang for ever
+    # a failed audit holds the next hour's merge and fails the run (no Assets for it)
+    assert d["wait_for_downstream"]["merge_publish"] is True
+    assert d["trigger_rules"]["announce"] == "none_failed"
     assert d["depends_on_past"]["merge_publish"] is True
     assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
     assert {d["conn"][t] for t in ("decode", "merge_publish", "audit")} == {"spark_default"}
