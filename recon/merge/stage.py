@@ -56,7 +56,7 @@ from recon.merge.state import (
     live_rows,
     skip_counts,
 )
-from recon.publish.iceberg import is_published, publish_table
+from recon.publish.iceberg import publish_table, published_hours
 from recon.spark.session import arrow_ddl
 
 # What the merge reads more than once (the hour's events, its contributions, the new live rows)
@@ -120,7 +120,7 @@ class _HourMerge:
 
     def run(self, publish: bool, limited: bool) -> MergeResult:
         self.man = load_manifest(self.cfg)
-        check_state_matches_tables(self.cfg, self.man, self.names)
+        check_state_matches_tables(self.cfg, self.man, self.names, self.H)
         self.read_events()
         self.schemas, self.schema_changed = resolve_schemas(
             self.cfg, self.man, self.events, self.hour, self.names
@@ -337,12 +337,15 @@ class _HourMerge:
         }
 
 
-def check_state_matches_tables(cfg: PipelineConfig, man: Manifest, names: list[str]) -> None:
-    """No manifest at all (never merged, or lost) while a table is published: merging would
-    replace the table by one hour's rows. The fix is to rebuild the state."""
+def check_state_matches_tables(
+    cfg: PipelineConfig, man: Manifest, names: list[str], hour: str
+) -> None:
+    """No manifest at all (never merged, or lost) while a table has versions of other hours
+    than this one: merging would replace the table by one hour's rows. The fix is to rebuild
+    the state. (Versions of this very hour are a killed first merge being run again.)"""
     if man["version"] != 0:
         return
-    published = [n for n in names if is_published(cfg, n)]
+    published = [n for n in names if published_hours(cfg, n) - {hour}]
     if published:
         raise ManifestError(
             f"table {published[0]} is published but {cfg.layout.manifest} is missing; merging "

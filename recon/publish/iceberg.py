@@ -83,6 +83,19 @@ def is_published(cfg: PipelineConfig, table: str) -> bool:
     return True
 
 
+def published_hours(cfg: PipelineConfig, table: str) -> set[str]:
+    """The hours the table has versions of (none when it is not published)."""
+    try:
+        t = load_table(cfg, table)
+    except TableNotPublishedError:
+        return set()
+    return {
+        s.summary.additional_properties.get("recon.hour", "")
+        for s in t.snapshots()
+        if s.summary is not None
+    } - {""}
+
+
 def local_path(uri: str) -> Path:
     u = urlparse(uri)
     return Path(u.path) if u.scheme in ("file", "") else Path(uri)
