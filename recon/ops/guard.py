@@ -11,6 +11,7 @@ The stages write nothing in place, so the hour's outputs are the ones from befor
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -90,8 +91,19 @@ def guarded(stage: str, spark: SparkSession, cfg: PipelineConfig, hour: datetime
             message = out_of_memory_message(stage, cfg, hour, _heap(spark), jvm_gone=gone)
             _record(cfg, hour, stage, message)
             raise OutOfMemory(message) from None
-        _record(cfg, hour, stage, text.strip().splitlines()[0][:500])
+        _record(cfg, hour, stage, _summary(text))
         raise
+
+
+def _summary(text: str) -> str:
+    """The first line, and the first Java exception named below it (the cause of a
+    Py4JJavaError is on a later line)."""
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    cause = next(
+        (x for x in lines[1:] if re.match(r"^[\w.$]+(Exception|Error)\b", x) and " at " not in x),
+        "",
+    )
+    return (lines[0] + (f" ... {cause}" if cause else ""))[:800] if lines else ""
 
 
 def _record(cfg: PipelineConfig, hour: datetime, stage: str, error: str) -> None:
