@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from recon.errors import ConfigError
+from recon.layout import hour_text
 
 log = logging.getLogger(__name__)
 _HOUR_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2})$")
@@ -48,7 +49,8 @@ def parse_hour(text: str, what: str = "hour") -> datetime:
 
 
 def format_hour(hour: datetime) -> str:
-    return hour.astimezone(UTC).strftime("%Y-%m-%dT%H")
+    """`YYYY-MM-DDTHH` (UTC): the one notation, owned by `recon.layout.hour_text`."""
+    return hour_text(hour)
 
 
 def hour_range(first: datetime, last: datetime) -> list[datetime]:
@@ -63,12 +65,6 @@ def hour_range(first: datetime, last: datetime) -> list[datetime]:
         out.append(h)
         h += timedelta(hours=1)
     return out
-
-
-def dump_partition(hour: datetime) -> tuple[str, str]:
-    """The `dt=` and `hour=` folder values of the raw dump layout (contract 2.1)."""
-    h = hour.astimezone(UTC)
-    return h.strftime("%Y-%m-%d"), h.strftime("%H")
 
 
 def hour_end_ms(hour: datetime) -> int:

@@ -34,8 +34,8 @@ from recon.demo import sample
 from recon.demo.airflow_local import airflow_env, dags_test, migrate
 from recon.errors import ReconError
 from recon.formats import FORMAT_SPECS, FORMATS
-from recon.hours import dump_partition, format_hour
-from recon.layout import DEMO_DATA, PROJECT_ROOT
+from recon.hours import format_hour
+from recon.layout import DEMO_DATA, PROJECT_ROOT, raw_hour_folder
 from recon.merge.stage import read_merge_result
 from recon.ops.run import HourResult, run_hours
 from recon.publish.export import export_rows, render_value
@@ -76,8 +76,7 @@ def write_dump(
         by_hour.setdefault(format_hour(h), []).append(r)
     for hour_text, recs in by_hour.items():
         h = datetime.strptime(hour_text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
-        dt, hh = dump_partition(h)
-        folder = raw / topic / f"dt={dt}" / f"hour={hh}"
+        folder = raw_hour_folder(raw, topic, h)
         folder.mkdir(parents=True, exist_ok=True)
         recs = list(recs)
         rnd.shuffle(recs)

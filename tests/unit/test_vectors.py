@@ -1,4 +1,4 @@
-"""Real messages from other projects' test suites (../shared/cdc-vectors): these bytes become
+"""Real messages from other projects' test suites (copied into tests/data/cdc-vectors, with their sources): these bytes become
 these rows. Each file is decoded, folded with the reference merge rules, and compared with the
 expected table state after the normalisation below (expected files keep each source's own value
 encoding; ours is the canonical text of recon.core.values)."""
