@@ -3,9 +3,11 @@ conservation identity and a verdict (no Spark, no files: `recon.audit.facts` rea
 
 The identity is checked as a chain, each link from counts made independently:
 1. records read = distinct + duplicates (in the hour, and of earlier hours);
-2. distinct + carried in = consumed + carried out + quarantined, where consumed counts the
-   records the decoders used (for events, control entries, or a reassembled group) and no record
-   is both carried and quarantined;
+2. distinct + carried in = consumed + carried out + quarantined, each counted by the stream
+   driver as records leave the decoders: consumed = used for events, control entries or a
+   reassembled group; a record a decoder let go any other way is `lost` (kept in quarantine,
+   counted apart), so the link does not balance (hours decoded before consumption was counted
+   derive it as the remainder, and say so);
 3. events decoded = events the merge saw (configured tables + not configured + DDL);
 4. per table: changes = applied + skipped (below snapshot watermark, stale, already applied).
 A link that does not hold is a `balance` finding, and always fails the hour.
@@ -346,6 +348,32 @@ def events_merged(mer: MergeResult) -> int:
 _CONTROL = (Stat.HEARTBEATS, Stat.CHECKPOINTS, Stat.TOMBSTONES, Stat.TRANSACTION_MARKERS)
 
 
+def dispositions(tot: dict[str, int], distinct: int) -> dict[str, Any]:
+    """Link 2: what became of every record the decoders were fed (module docstring)."""
+    carried_in = int(tot.get(Stat.RECORDS_CARRIED_IN, 0))
+    carried_out = int(tot.get(Stat.RECORDS_CARRIED_OUT, 0))
+    quarantined = int(tot.get(Stat.RECORDS_QUARANTINED, 0))
+    lost = int(tot.get(Stat.RECORDS_LOST, 0))
+    counted = Stat.RECORDS_CONSUMED in tot
+    if counted:
+        consumed = int(tot[Stat.RECORDS_CONSUMED])
+        balanced = distinct + carried_in == consumed + carried_out + quarantined
+    else:  # decoded by a version that did not count consumption: the remainder
+        consumed = distinct + carried_in - carried_out - quarantined
+        balanced = consumed >= 0
+    return {
+        "distinct": distinct,
+        "carried_in": carried_in,
+        "consumed": consumed,
+        "carried_out": carried_out,
+        "quarantined": quarantined,
+        "lost": lost,
+        "consumed_counted": counted,
+        "control": {str(k): int(tot.get(k, 0)) for k in _CONTROL if tot.get(k)},
+        "balanced": balanced and not lost,
+    }
+
+
 def identity(
     dec: DecodeCounters, mer: MergeResult, tables: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, Any], list[Finding]]:
@@ -356,10 +384,6 @@ def identity(
     distinct = int(tot.get(Stat.RECORDS_IN, 0))
     dup_in = int(tot.get(Stat.DUPLICATES_IN_HOUR, 0))
     dup_x = int(tot.get(Stat.DUPLICATES_CROSS_HOUR, 0))
-    carried_in = int(tot.get(Stat.RECORDS_CARRIED_IN, 0))
-    carried_out = int(tot.get(Stat.RECORDS_CARRIED_OUT, 0))
-    quarantined = int(tot.get(Stat.RECORDS_QUARANTINED, 0))
-    consumed = distinct + carried_in - carried_out - quarantined
     decoded = sum(dec.get("events_by_op", {}).values())
     merged = events_merged(mer)
     links: dict[str, Any] = {
@@ -370,15 +394,7 @@ def identity(
             "duplicates_of_earlier_hours": dup_x,
             "balanced": read == distinct + dup_in + dup_x,
         },
-        "dispositions": {
-            "distinct": distinct,
-            "carried_in": carried_in,
-            "consumed": consumed,
-            "carried_out": carried_out,
-            "quarantined": quarantined,
-            "control": {str(k): int(tot.get(k, 0)) for k in _CONTROL if tot.get(k)},
-            "balanced": consumed >= 0,
-        },
+        "dispositions": dispositions(tot, distinct),
         "events": {
             "decoded": decoded,
             "merged": merged,
@@ -389,6 +405,11 @@ def identity(
         "tables": {n: t["balanced"] for n, t in tables.items()},
     }
     bad = [k for k in ("records", "dispositions", "events") if not links[k]["balanced"]]
+    if links["dispositions"]["lost"]:
+        bad[bad.index("dispositions")] = (
+            f"dispositions ({links['dispositions']['lost']} records lost by a decoder, "
+            "kept in quarantine)"
+        )
     bad += [f"table {n}" for n, ok in links["tables"].items() if not ok]
     links["balanced"] = not bad
     if bad:

@@ -48,6 +48,24 @@ class Sink:
     quarantine: list[tuple[RawRecord, str, Event | None]] = field(default_factory=list)
     stats: Counter[tuple[str, int, str]] = field(default_factory=Counter)
     quarantined: set[tuple[str, int, int]] = field(default_factory=set)  # for the audit's check
+    held: dict[tuple[str, int, int], RawRecord] = field(default_factory=dict)
+    """Records a decoder keeps past the record it was fed (segments, an open transaction, an
+    UPDATE_BEFOR): each must leave by `consume`, `bad` or the carry `finish` returns."""
+    released: dict[tuple[str, int, int], RawRecord] = field(default_factory=dict)
+    """Records consumed during the current feed (counted by the stream driver after it)."""
+
+    def hold(self, rec: RawRecord) -> None:
+        """The decoder keeps `rec` for later (it is not consumed by this feed)."""
+        k = _rid(rec)
+        self.released.pop(k, None)
+        self.held[k] = rec
+
+    def consume(self, rec: RawRecord) -> None:
+        """The decoder is done with a record it held: its events were emitted (or it was a
+        control record). The record being fed is consumed unless held or quarantined."""
+        k = _rid(rec)
+        self.held.pop(k, None)
+        self.released[k] = rec
 
     def count(self, rec: RawRecord, stat: Stat | str, n: int = 1) -> None:
         """Count `n` of `stat` (a `Stat`, or a detail name from `recon.decode.stats`)."""
@@ -56,10 +74,26 @@ class Sink:
     def bad(self, rec: RawRecord, reason: str, ddl: Event | None = None) -> None:
         """Quarantine `rec` with the reason; `ddl`: the DDL it held that could not be read (the
         decode stage folds it into the table definitions: its table becomes unreadable)."""
-        self.quarantine.append((rec, reason, ddl))
-        self.quarantined.add((rec.topic, rec.partition, rec.offset))
+        self._keep(rec, reason, ddl)
         self.count(rec, Stat.RECORDS_QUARANTINED)
+
+    def lost(self, rec: RawRecord, reason: str) -> None:
+        """A record the decoder dropped without a disposition (a bug): its bytes are kept in
+        quarantine, but it is counted apart, so the conservation identity does not balance."""
+        self._keep(rec, reason, None)
+        self.count(rec, Stat.RECORDS_LOST)
+
+    def _keep(self, rec: RawRecord, reason: str, ddl: Event | None) -> None:
+        k = _rid(rec)
+        self.held.pop(k, None)
+        self.released.pop(k, None)
+        self.quarantine.append((rec, reason, ddl))
+        self.quarantined.add(k)
         self.count(rec, quarantined_because(reason))
+
+
+def _rid(rec: RawRecord) -> tuple[str, int, int]:
+    return (rec.topic, rec.partition, rec.offset)
 
 
 class StreamDecoder:
@@ -139,6 +173,8 @@ class TxnAssembler:
         self._group_pending = False
 
     def start_group(self, records: list[RawRecord]) -> None:
+        for r in records:  # decoded now: used up, unless an open transaction holds them again
+            self.sink.consume(r)
         self._group = records
         self._group_pending = False
         if self.open:
@@ -152,6 +188,7 @@ class TxnAssembler:
             r.skip = skip if first else 0
             first = False
             self.pending.append(r)
+            self.sink.hold(r)
         self._group_pending = True
 
     def begin(self, item_index: int, txn_id: str | None) -> None:
@@ -194,6 +231,8 @@ class TxnAssembler:
             if txn_id and not ev.txn_id:
                 ev.txn_id = txn_id
         self.sink.events.extend(self.events)
+        for r in self.pending:
+            self.sink.consume(r)
         self.sink.count(rec, Stat.TRANSACTIONS_COMMITTED)
         self.open = False
         self.txn_id = None

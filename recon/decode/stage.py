@@ -321,6 +321,7 @@ def _counters(
             if not is_detail(name):
                 totals[name] += v
     totals[Stat.UNREADABLE_LINES] = decoded.unreadable_lines
+    totals[Stat.RECORDS_CONSUMED] += 0  # present even when 0: the audit counts it independently
     return {
         "pipeline": cfg.name,
         "hour": hour_text(hour),

@@ -24,6 +24,11 @@ class Stat(StrEnum):
     RECORDS_CARRIED_IN = "records_carried_in"
     RECORDS_CARRIED_OUT = "records_carried_out"
     RECORDS_QUARANTINED = "records_quarantined"
+    RECORDS_CONSUMED = "records_consumed"
+    """Records a decoder used up: their events emitted, or counted as control records."""
+    RECORDS_LOST = "records_lost"
+    """Records a decoder let go without emitting, carrying or quarantining them (a bug): kept in
+    quarantine, counted apart, so the hour's identity does not balance."""
     CARRY_SKIPPED_QUARANTINED = "carry_skipped_quarantined"
     DECODER_FINISH_ERRORS = "decoder_finish_errors"
     # control records and entries, counted and dropped on purpose

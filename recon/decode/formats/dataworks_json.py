@@ -159,25 +159,34 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         elif op == "UPDATE_BEFOR":
             if ev.before is None:
                 raise DecodeError("UPDATE_BEFOR without `before`")
-            if pair_key in self.pending:
+            earlier = self.pending.get(pair_key)
+            if earlier is not None:
                 self.sink.count(rec, Stat.UPDATE_BEFOR_REPEATED)
+                self.sink.bad(
+                    earlier[0],
+                    f"repeated UPDATE_BEFOR: another one for {pair_key} came at offset "
+                    f"{rec.offset} before an UPDATE_AFTER (the later one is paired)",
+                )
             self.pending[pair_key] = (rec, ev)
+            self.sink.hold(rec)
             return
         else:  # UPDATE_AFTER
             if ev.after is None:
                 raise DecodeError("UPDATE_AFTER without `after`")
             ev.op = "update"
-            if ev.before is None:
-                self._join_pair(rec, ev, pair_key)
+            self._join_pair(rec, ev, pair_key)
         self.sink.events.append(ev)
 
     def _join_pair(self, rec: RawRecord, ev: Event, pair_key: str) -> None:
         pair = self.pending.pop(pair_key, None)
         if pair is None:
-            # its UPDATE_BEFOR never came: apply the after image as an upsert
-            self.sink.count(rec, Stat.UPDATE_AFTER_UNPAIRED)
+            if ev.before is None:
+                # its UPDATE_BEFOR never came: apply the after image as an upsert
+                self.sink.count(rec, Stat.UPDATE_AFTER_UNPAIRED)
             return
-        ev.before = pair[1].before
+        self.sink.consume(pair[0])
+        if ev.before is None:
+            ev.before = pair[1].before
         merged = dict(pair[1].types)
         merged.update(ev.types)
         ev.types = merged

@@ -129,6 +129,7 @@ class TencentDtsPbDecoder(StreamDecoder):
                 self._decode_group([rec], env.data)
                 return
             self.segments, self.seg_data, self.seg_total = [rec], [env.data], total
+            self.sink.hold(rec)
             return
         # index > 0: must continue the open envelope
         if not self.segments or index != len(self.segments) or total != self.seg_total:
@@ -144,6 +145,7 @@ class TencentDtsPbDecoder(StreamDecoder):
             return
         self.segments.append(rec)
         self.seg_data.append(env.data)
+        self.sink.hold(rec)
         if index == total - 1:
             group = self.segments
             data = b"".join(self.seg_data)
@@ -166,6 +168,10 @@ class TencentDtsPbDecoder(StreamDecoder):
         except DecodeError as err:
             for r in group:
                 self.sink.bad(r, f"bad entry: {err}")
+            return
+        except Exception as err:  # noqa: BLE001 - every segment of the group, not the last only
+            for r in group:
+                self.sink.bad(r, f"decoder error: {type(err).__name__}: {err}")
             return
         if not events:
             self.sink.count(group[0], Stat.EMPTY_ENVELOPES)  # an Entries with no items
