@@ -73,6 +73,7 @@ class AuditConfig:
         "open_transaction",
         "reconcile_mismatch",
         "balance",
+        "hour_order",
     )
     open_transaction_hours: int = 3
 

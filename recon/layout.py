@@ -95,6 +95,11 @@ class Layout:
     def quarantine(self, hour: datetime) -> Path:
         return self.warehouse / "quarantine" / self.pipeline / f"hour={hour_text(hour)}"
 
+    def merge_quarantine(self, hour: datetime) -> Path:
+        """Changes the merge set aside (a value that does not fit its column), with the bytes
+        of the records they came from; rewritten by every merge of the hour."""
+        return self.warehouse / "quarantine" / self.pipeline / "merge" / f"hour={hour_text(hour)}"
+
     # -- merge --------------------------------------------------------------------------------
     @property
     def merge(self) -> Path:

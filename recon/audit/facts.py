@@ -142,13 +142,16 @@ def carried_age_hours(layout: Layout, hour: datetime) -> float | None:
 
 def quarantine_samples(layout: Layout, hour: datetime) -> dict[str, list[dict[str, Any]]]:
     """A few quarantined records per reason, with their coordinates and bytes (base64)."""
-    d = layout.quarantine(hour)
-    if not d.is_dir() or not any(d.rglob("*.parquet")):
-        return {}
-    data = ds.dataset(str(d), format="parquet")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for d in (layout.quarantine(hour), layout.merge_quarantine(hour)):
+        if d.is_dir() and any(d.rglob("*.parquet")):
+            _add_samples(out, ds.dataset(str(d), format="parquet"))
+    return out
+
+
+def _add_samples(out: dict[str, list[dict[str, Any]]], data: ds.Dataset) -> None:
     wanted = ("topic", "partition", "offset", "reason", "raw_value")
     cols = [c for c in wanted if c in data.schema.names]
-    out: dict[str, list[dict[str, Any]]] = {}
     for batch in data.to_batches(columns=cols, batch_size=1024):
         for r in batch.to_pylist():
             reason = str(r.get("reason") or "")
@@ -157,7 +160,6 @@ def quarantine_samples(layout: Layout, hour: datetime) -> dict[str, list[dict[st
                 bucket.append(_sample(r, reason))
         if len(out) > 20 and all(len(v) >= SAMPLES_PER_REASON for v in out.values()):
             break
-    return out
 
 
 def _sample(r: dict[str, Any], reason: str) -> dict[str, Any]:

@@ -73,6 +73,7 @@ def build_report(
         tables[name], found = rules.table_report(name, t, facts.newest_event_ms.get(name), end)
         findings += found
     findings += rules.not_merged_findings(mer)
+    findings += rules.order_findings(dec, mer, first_hour=hour <= cfg.start)
     links, found = rules.identity(dec, mer, tables)
     findings += found
     newest_all = max(facts.newest_event_ms.values(), default=None)

@@ -38,6 +38,7 @@ FindingKind = Literal[
     "balance",
     "not_merged",
     "unreadable_ddl",
+    "hour_order",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 Severity = Literal["warn", "fail"]
@@ -217,9 +218,10 @@ def decoding_findings(
         out.append(
             finding(
                 "open_transaction",
-                f"a transaction has stayed open for {open_age_hours:.1f} h (over "
-                f"{open_limit_hours} h): its records are carried from hour to hour and none of "
-                "it is applied",
+                f"a record has been carried for {open_age_hours:.1f} h (over "
+                f"{open_limit_hours} h): an open transaction, an unfinished envelope or an "
+                "UPDATE_BEFOR still waiting for its partner; it is carried from hour to hour and "
+                "not applied",
             )
         )
     return out
@@ -305,6 +307,17 @@ def table_report(
                 "balance", f"{pub['duplicate_keys']} duplicate primary keys published", table=name
             )
         )
+    if t.get("uncastable_columns"):
+        out.append(
+            finding(
+                "quarantined",
+                f"{skipped.get('uncastable', 0)} changes set aside, their values do not fit the "
+                f"column (the keys keep their previous version; bytes in the quarantine): "
+                f"{t['uncastable_columns']}; declare the column's type with `ddl:` or fix the "
+                "producer, then run the hour again",
+                table=name,
+            )
+        )
     if pub.get("uncastable"):
         out.append(
             finding(
@@ -315,6 +328,43 @@ def table_report(
             )
         )
     return row, out
+
+
+def order_findings(dec: DecodeCounters, mer: MergeResult, first_hour: bool) -> list[Finding]:
+    """Hours run out of order: decoded without the hour before (its carry missing or lost), or
+    merged while earlier hours of the pipeline were not."""
+    out = []
+    if not first_hour and not dec.get("previous_hour_decoded", True):
+        out.append(
+            finding(
+                "hour_order",
+                "the hour before was not decoded first: what it carries over (open transactions, "
+                "segments, update pairs) is missing here; decode it, then run this hour again",
+            )
+        )
+    expected = dec.get("previous_carried_out")
+    got = int(dec["totals"].get(Stat.RECORDS_CARRIED_IN, 0))
+    if expected is not None and got < expected:
+        out.append(
+            finding(
+                "hour_order",
+                f"the hour before carried out {expected} records but {got} came in (its carry "
+                "folder is lost or was rewritten): run the hour before again, then this one",
+            )
+        )
+    missing = mer.get("hours_missing_before") or []
+    if missing:
+        n = int(mer.get("hours_missing_count", len(missing)))
+        more = f" and {n - len(missing)} more" if n > len(missing) else ""
+        out.append(
+            finding(
+                "hour_order",
+                f"{n} earlier hours were not merged when this one was ({', '.join(missing)}{more}):"
+                " this hour's published version misses their changes; run them, then this hour "
+                "again",
+            )
+        )
+    return out
 
 
 def not_merged_findings(mer: MergeResult) -> list[Finding]:

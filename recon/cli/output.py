@@ -37,6 +37,12 @@ def print_merge(m: MergeResult) -> None:
             f"schema v{t['schema_version']}, "
             + (f"snapshot {pub['snapshot_id']}" if pub["committed"] else "no change to publish")
         )
+        if t.get("uncastable_columns"):
+            print(
+                f"{m['pipeline']} {m['hour']}: {name}: WARNING {t['skipped'].get('uncastable')} "
+                f"changes set aside (quarantined): values that do not fit their column "
+                f"{t['uncastable_columns']}; declare the column's real type with `ddl:`"
+            )
         if pub.get("uncastable"):
             print(
                 f"{m['pipeline']} {m['hour']}: {name}: WARNING values that do not fit their "

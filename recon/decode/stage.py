@@ -328,6 +328,7 @@ def _counters(
         "run_id": run_id,
         "format": cfg.format,
         "previous_hour_decoded": cfg.layout.decode_counters(hour - timedelta(hours=1)).is_file(),
+        "previous_carried_out": _previous_carried_out(cfg, hour),
         "carried_in_available": inp.carried_in_available,
         "totals": {str(k): v for k, v in sorted(totals.items())},
         "events_by_op": dict(sorted(decoded.events_by_op.items())),
@@ -335,6 +336,29 @@ def _counters(
         "quarantine_reasons": dict(sorted(decoded.quarantine_reasons.items())),
         "partitions": partitions,
     }
+
+
+def _previous_carried_out(cfg: PipelineConfig, hour: datetime) -> int | None:
+    prev = cfg.layout.decode_counters(hour - timedelta(hours=1))
+    if hour <= cfg.start or not prev.is_file():
+        return None
+    doc: DecodeCounters = read_json(prev)
+    return int(doc["totals"].get(Stat.RECORDS_CARRIED_OUT, 0))
+
+
+def raw_records_at(
+    spark: SparkSession, cfg: PipelineConfig, hour: datetime, coords: DataFrame
+) -> DataFrame:
+    """The raw records behind `coords` (topic, partition, offset) among the hour's dumps and the
+    records carried into it: the bytes of changes set aside after decoding (few, so the join
+    is broadcast and the dumps are scanned once)."""
+    keys = ["topic", "partition", "offset"]
+    records, _ = read_hour(spark, [list_hour(cfg.raw_path, t, hour) for t in cfg.topics])
+    carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
+    if has_parquet(carry_dir):
+        records = records.unionByName(_carried_records(spark, carry_dir))
+    wanted = F.broadcast(coords.select(*keys).distinct())
+    return records.join(wanted, keys, "left_semi").dropDuplicates(keys)
 
 
 def read_counters(cfg: PipelineConfig, hour: datetime) -> DecodeCounters:

@@ -9,7 +9,7 @@ start with `non_dml_`, so they never collide with a `Stat`.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class Stat(StrEnum):
@@ -105,6 +105,9 @@ class DecodeCounters(TypedDict):
     format: str
     previous_hour_decoded: bool
     carried_in_available: bool
+    previous_carried_out: NotRequired[int | None]
+    """Records the hour before carried out (None: not decoded, or the pipeline's first hour);
+    the audit compares it with the records carried in."""
     totals: dict[str, int]
     """`Stat` name -> sum over partitions (detail counters left out)."""
     events_by_op: dict[str, int]

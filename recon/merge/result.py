@@ -13,6 +13,8 @@ class Skipped(TypedDict):
     """Older than what the state holds for the key."""
     already_applied: int
     """Already in the state (a re-run of an hour)."""
+    uncastable: NotRequired[int]
+    """Set aside: a value in the change does not fit its column (quarantined with its bytes)."""
 
 
 class PublishResult(TypedDict):
@@ -38,6 +40,8 @@ class TableMerge(TypedDict):
     pk_changes: int
     snapshot_rows_loaded: int
     skipped: Skipped
+    uncastable_columns: NotRequired[dict[str, int]]
+    """Column -> changes set aside because its value does not fit the column."""
     not_comparable_to_watermark: int
     ddl_seen: int
     schema_version: int
@@ -49,6 +53,10 @@ class TableMerge(TypedDict):
 
 
 class MergeResult(TypedDict):
+    hours_missing_before: NotRequired[list[str]]
+    """Hours from the pipeline's start up to this one that were not merged when this one was
+    (the first 24 of them); its published version misses their changes."""
+    hours_missing_count: NotRequired[int]
     pipeline: str
     hour: str
     run_id: str

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -56,6 +56,7 @@ from recon.merge.state import (
     live_rows,
     skip_counts,
 )
+from recon.merge.unfit import UNFIT, flag_unfit, unfit_counts, write_unfit_quarantine
 from recon.publish.iceberg import publish_table, published_hours
 from recon.spark.session import arrow_ddl
 
@@ -113,6 +114,9 @@ class _HourMerge:
     live: DataFrame = field(init=False)
     bstats: dict[tuple[str, int], BucketStats] = field(default_factory=dict)
     entered: EnteredCounts = field(init=False)
+    unfit: dict[str, dict[str, int]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    mergeable: DataFrame = field(init=False)
 
     @property
     def H(self) -> str:
@@ -121,10 +125,12 @@ class _HourMerge:
     def run(self, publish: bool, limited: bool) -> MergeResult:
         self.man = load_manifest(self.cfg)
         check_state_matches_tables(self.cfg, self.man, self.names, self.H)
+        self.missing = hours_missing(self.cfg.start, self.hour, self.man["hours"])
         self.read_events()
         self.schemas, self.schema_changed = resolve_schemas(
             self.cfg, self.man, self.events, self.hour, self.names
         )
+        self.set_aside_unfit()
         self.build_contributions()
         self.find_touched_buckets()
         old = self.read_old_state()
@@ -154,12 +160,24 @@ class _HourMerge:
         for r in self.events.groupBy("table", "op").agg(F.count("*").alias("n")).collect():
             self.by_table_op.setdefault(r["table"], {})[r["op"]] = int(r["n"])
 
+    def set_aside_unfit(self) -> None:
+        """Changes with a value that does not fit its column leave the merge for the
+        quarantine (`recon.merge.unfit`); the rest is what the merge folds."""
+        flagged = flag_unfit(self.cfg, self.events, self.schemas, self.names)
+        self.unfit = unfit_counts(flagged)
+        write_unfit_quarantine(
+            self.spark, self.cfg, self.hour, flagged, self.schemas, self.names, bool(self.unfit)
+        )
+        self.mergeable = (
+            flagged.where(F.size(UNFIT) == 0).drop(UNFIT) if self.unfit else self.events
+        )
+
     def buckets_of(self, name: str) -> int:
         entry = self.man["tables"].get(name)
         return int(entry["buckets"]) if entry else self.default_buckets
 
     def build_contributions(self) -> None:
-        ev = self.events.where(F.col("table").isin(self.names) & (F.col("op") != "ddl"))
+        ev = self.mergeable.where(F.col("table").isin(self.names) & (F.col("op") != "ddl"))
         wm = load_watermark(self.cfg.snapshot_path) if self.cfg.snapshot_path else None
         if wm is not None:
             ev, self.skipped_wm, self.not_comparable = watermark_skips(ev, wm)
@@ -279,6 +297,7 @@ class _HourMerge:
         s = self.schemas[n]
         entered = self.entered["by_op"].get(n, {})
         stale, again = self.skips.get(n, (0, 0))
+        unfit = self.unfit.get(n, {})
         ops = self.by_table_op.get(n, {})
         files = entry["files"].values()
         return {
@@ -294,7 +313,9 @@ class _HourMerge:
                 "below_snapshot_watermark": self.skipped_wm.get(n, 0),
                 "stale": stale,
                 "already_applied": again,
+                "uncastable": unfit.get("changes", 0),
             },
+            "uncastable_columns": {c: k for c, k in sorted(unfit.items()) if c != "changes"},
             "not_comparable_to_watermark": self.not_comparable.get(n, 0),
             "ddl_seen": int(ops.get("ddl", 0)),
             "schema_version": s.version,
@@ -334,7 +355,20 @@ class _HourMerge:
             "not_configured": {t: _changes(ops) for t, ops in sorted(others.items())},
             "ddl_not_configured": sum(ops.get("ddl", 0) for ops in others.values()),
             "snapshot": self.snapshot_info,
+            "hours_missing_before": self.missing[:24],
+            "hours_missing_count": len(self.missing),
         }
+
+
+def hours_missing(start: datetime, hour: datetime, merged: list[str]) -> list[str]:
+    """The hours from `start` up to `hour` (excluded) not among the `merged` ones."""
+    done = set(merged)
+    out, h = [], start
+    while h < hour:
+        if hour_text(h) not in done:
+            out.append(hour_text(h))
+        h += timedelta(hours=1)
+    return out
 
 
 def check_state_matches_tables(

@@ -140,7 +140,9 @@ def publish_table(
     existing = _published_types(table)
     exprs = _column_exprs(schema, existing)
     uncastable, dup_keys = (
-        _written_row_checks(live, touched, schema, exprs) if touched or replace_all else ({}, 0)
+        _written_row_checks(live, touched, schema, _unfit_checks(schema, existing, "row"))
+        if touched or replace_all
+        else ({}, 0)
     )
     typed = _typed_rows(live, schema, exprs)
     arrow_schema = pa.schema(
@@ -190,22 +192,48 @@ def _published_types(table: Table | None) -> dict[str, str]:
     return existing
 
 
-def _column_exprs(schema: TableSchema, existing: dict[str, str]) -> list[str]:
-    """SQL for each column's published value: the schema's type, unless the table already has
-    another that cannot be promoted to it (then values are cast to what readers already see)."""
+def _column_exprs(schema: TableSchema, existing: dict[str, str], src: str = "row") -> list[str]:
+    """SQL for each column's published value from the text map `src`: the schema's type, unless
+    the table already has another that cannot be promoted to it (then values are cast to what
+    readers already see)."""
     exprs: list[str] = []
     for c, lt in schema.columns:
-        esc = c.replace("\\", "\\\\").replace("'", "\\'")
+        v = f"{src}['{sql_string(c)}']"
         have = existing.get(c)
         if not have or widens(have, spark_type(lt)):
-            exprs.append(cast_expr(f"row['{esc}']", lt))
+            exprs.append(cast_expr(v, lt))
         elif have == "string":
-            exprs.append(f"row['{esc}']")
+            exprs.append(v)
         elif have == "binary":
-            exprs.append(f"try_to_binary(row['{esc}'], 'base64')")
+            exprs.append(f"try_to_binary({v}, 'base64')")
         else:
-            exprs.append(f"try_cast(row['{esc}'] as {have})")
+            exprs.append(f"try_cast({v} as {have})")
     return exprs
+
+
+def sql_string(text: str) -> str:
+    """`text` escaped for a Spark SQL string literal in single quotes."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def unfit_value_checks(cfg: PipelineConfig, name: str, schema: TableSchema, src: str) -> list[str]:
+    """Per column, SQL that is true when the text in map `src` would not survive the cast to
+    the column's published type (it would read NULL). A MySQL zero date ('0000-00-00',
+    '2020-00-10') is a legitimate NULL, not a misfit."""
+    table = _load_or_none(get_catalog(cfg), identifier(cfg, name))
+    return _unfit_checks(schema, _published_types(table), src)
+
+
+def _unfit_checks(schema: TableSchema, existing: dict[str, str], src: str) -> list[str]:
+    checks = []
+    exprs = _column_exprs(schema, existing, src)
+    for (c, lt), expr in zip(schema.columns, exprs, strict=True):
+        v = f"{src}['{sql_string(c)}']"
+        bad = f"({v} is not null and ({expr}) is null)"
+        if spark_type(lt) in ("date", "timestamp_ntz", "timestamp"):
+            bad = f"({bad} and not {v} rlike '^[0-9]{{4}}-(00-|[0-9]{{2}}-00)')"
+        checks.append(bad)
+    return checks
 
 
 def _typed_rows(live: DataFrame, schema: TableSchema, exprs: list[str]) -> DataFrame:
@@ -294,7 +322,7 @@ def _commit(
 
 
 def _written_row_checks(
-    live: DataFrame, touched: list[int], schema: TableSchema, exprs: list[str]
+    live: DataFrame, touched: list[int], schema: TableSchema, unfit: list[str]
 ) -> tuple[dict[str, int], int]:
     """Over the rows written this hour, in one pass: values the source sent that do not fit the
     column's published type (published as NULL, counted per column so the loss is never
@@ -302,10 +330,8 @@ def _written_row_checks(
 
     rows = live.where(F.col("bucket").isin(touched)) if touched else live
     checks = []
-    for (c, _), expr in zip(schema.columns, exprs, strict=True):
-        esc = c.replace("\\", "\\\\").replace("'", "\\'")
-        bad = F.expr(f"row['{esc}']").isNotNull() & F.expr(expr).isNull()
-        checks.append(F.sum(F.when(bad, 1).otherwise(0)).alias(c))
+    for (c, _), bad in zip(schema.columns, unfit, strict=True):
+        checks.append(F.sum(F.when(F.expr(bad), 1).otherwise(0)).alias(c))
     dup = (F.count("*") - F.count_distinct("key")) if schema.primary_key else F.lit(0)
     got = rows.agg(dup.alias("_recon_dup_keys"), *checks).first()
     if got is None:

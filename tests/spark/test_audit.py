@@ -261,3 +261,18 @@ def test_report_of_an_hour_never_run_is_one_line(tmp_path: Path, hour: str, caps
     assert main(["report", "--pipeline", str(cfg), "--hour", hour]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no report for 2026-05-01T07" in err
+
+
+def test_hours_run_out_of_order_fail_with_hour_order(spark, tmp_path: Path) -> None:
+    # a hand-run `recon run --hour H1` before H0 (issue 12, item 6): decoded without the hour
+    # before (whose open transactions it would need) and merged with an earlier hour missing
+    cfg = _setup(tmp_path, "tdsql_json", _records("tdsql_json"))
+    edit_pipeline(cfg, tables={"shop.orders": {"ddl": sample.CREATE_SQL}})
+    assert main(["run", "--pipeline", str(cfg), "--from", _h(H1)]) == 1
+    r1 = _report(tmp_path, H1)
+    msgs = [f["message"] for f in r1["findings"] if f["kind"] == "hour_order"]
+    assert r1["verdict"] == "fail" and len(msgs) == 2, r1["findings"]
+    assert "not decoded first" in msgs[0] and f"({_h(H0)})" in msgs[1]
+    # run in order, the same hours pass
+    assert _run(cfg) == 0
+    assert _report(tmp_path, H1)["verdict"] == "pass"

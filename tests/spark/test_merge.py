@@ -427,7 +427,7 @@ def test_watermark_rules_agree_in_python_and_spark_sql(spark, tmp_path: Path) ->
         assert df.selectExpr(f"{wm.sql()} as c").collect()[0]["c"] is want, (wm_doc, ev)
 
 
-def test_a_value_that_does_not_fit_its_column_is_counted_not_silently_lost(
+def test_a_value_that_does_not_fit_its_column_is_set_aside_not_published_as_null(
     spark, tmp_path: Path
 ) -> None:
     # a producer that states INT for a column whose values are text (seen in Flink's canal data)
@@ -441,9 +441,10 @@ def test_a_value_that_does_not_fit_its_column_is_counted_not_silently_lost(
         ],
     )
     r = merge_hour(spark, cfg, hour(0), buckets=4)
-    assert r["tables"]["s.a"]["published"]["uncastable"] == {"id": 1}
+    assert r["tables"]["s.a"]["uncastable_columns"] == {"id": 1}
+    assert not r["tables"]["s.a"]["published"]["uncastable"]
     rows = {row["v"]: row["id"] for row in export_rows(cfg, "s.a")}
-    assert rows == {"x": None, "y": 7}
+    assert rows == {"y": 7}
 
 
 def test_dates_are_read_strictly_and_whole_numbers_as_debezium_epoch_values(
@@ -455,19 +456,20 @@ def test_dates_are_read_strictly_and_whole_numbers_as_debezium_epoch_values(
         {"id": 1, "d": "2020-07-17", "dt": "2020-07-17 18:00:22.123"},
         {"id": 2, "d": "18460", "dt": "1595008822123"},  # epoch days / epoch ms
         {"id": 3, "d": "-1", "dt": "1595008822123456"},  # the day before the epoch / micros
-        {"id": 4, "d": "soon", "dt": "17/07/2020"},  # neither: NULL, and counted
+        {"id": 4, "d": "soon", "dt": "17/07/2020"},  # neither: set aside
+        {"id": 5, "d": "0000-00-00", "dt": "2020-00-00 00:00:00"},  # MySQL zero dates: NULL
     ]
     write_hour(
         cfg, hour(0), [event(i, "s.a", "insert", None, r, types) for i, r in enumerate(rows)]
     )
     r = merge_hour(spark, cfg, hour(0), buckets=4)
-    assert r["tables"]["s.a"]["published"]["uncastable"] == {"d": 1, "dt": 1}
+    assert r["tables"]["s.a"]["uncastable_columns"] == {"d": 1, "dt": 1}
     got = {row["id"]: (row["d"], row["dt"]) for row in export_rows(cfg, "s.a")}
     assert got == {
         1: ("2020-07-17", "2020-07-17 18:00:22.123000"),
         2: ("2020-07-17", "2020-07-17 18:00:22.123000"),
         3: ("1969-12-31", "2020-07-17 18:00:22.123456"),
-        4: (None, None),
+        5: (None, None),
     }
 
 

@@ -185,3 +185,38 @@ def test_tagged_gtid_sets_parse_per_source() -> None:
     mysql, mariadb = parse_gtid_set(f"{u.upper()}:1-5:7:Big_Load:1-3,0-1-9", "w")
     assert mysql == {u: ((1, 5), (7, 7)), f"{u}:big_load": ((1, 3),)} and mariadb == {0: 9}
     assert gtid_number(f"{u}:big_load:42") == 42
+
+
+def test_hours_out_of_order_are_findings() -> None:
+    from datetime import timedelta
+
+    from recon.merge.stage import hours_missing
+
+    start = datetime(2026, 1, 1, 0, tzinfo=UTC)
+    merged = ["2026-01-01T00", "2026-01-01T02"]
+    assert hours_missing(start, start + timedelta(hours=4), merged) == [
+        "2026-01-01T01",
+        "2026-01-01T03",
+    ]
+    assert hours_missing(start, start, []) == []
+
+    in_order = _dec(records_carried_in=2)
+    in_order["previous_carried_out"] = 2
+    assert rules.order_findings(in_order, _mer({}), first_hour=False) == []
+
+    not_decoded = _dec()
+    not_decoded["previous_hour_decoded"] = False
+    assert rules.order_findings(not_decoded, _mer({}), first_hour=True) == []  # nothing before
+    (f,) = rules.order_findings(not_decoded, _mer({}), first_hour=False)
+    assert f["kind"] == "hour_order" and "not decoded first" in f["message"]
+
+    carry_lost = _dec(records_carried_in=0)
+    carry_lost["previous_carried_out"] = 3
+    (f,) = rules.order_findings(carry_lost, _mer({}), first_hour=False)
+    assert "carried out 3 records but 0 came in" in f["message"]
+
+    early = _mer({}, hours_missing_before=["2026-01-01T01"], hours_missing_count=30)
+    (f,) = rules.order_findings(_dec(), early, first_hour=False)
+    assert "30 earlier hours were not merged" in f["message"] and "29 more" in f["message"]
+    verdict, _ = rules.judge([f], ["hour_order"])
+    assert verdict == "fail"

@@ -40,8 +40,15 @@ def _decode(recs: list[RawRecord], fmt: str) -> dict:
 def _carried(rows: list[dict]) -> list[RawRecord]:
     return [
         RawRecord(
-            r["topic"], r["partition"], r["offset"], r["raw_key"], r["raw_value"],
-            r["raw_ts_ms"], r["raw_headers"], carried=True, skip=r["skip"] or 0,
+            r["topic"],
+            r["partition"],
+            r["offset"],
+            r["raw_key"],
+            r["raw_value"],
+            r["raw_ts_ms"],
+            r["raw_headers"],
+            carried=True,
+            skip=r["skip"] or 0,
         )
         for r in rows
         if r["kind"] == "carry"
@@ -76,8 +83,9 @@ def test_each_record_has_exactly_one_disposition_across_hour_cuts(fmt: str) -> N
 def test_a_dropped_record_unbalances_the_identity_and_keeps_its_bytes(monkeypatch) -> None:
     # fault injection: a decoder that forgets what it held (returns no carry)
     monkeypatch.setattr(DataworksJsonDecoder, "finish", lambda self: [])
-    r = _decode([RawRecord("t", 0, 0, None, _dw("UPDATE_BEFOR", "5", before={"id": 1}))],
-                "dataworks_json")
+    r = _decode(
+        [RawRecord("t", 0, 0, None, _dw("UPDATE_BEFOR", "5", before={"id": 1}))], "dataworks_json"
+    )
     assert not r["link"]["balanced"] and r["link"]["lost"] == 1
     (q,) = r["quarantine"]
     assert q["reason"].startswith("lost by the dataworks_json decoder") and q["raw_value"]

@@ -1,0 +1,127 @@
+"""Changes whose values do not fit their columns are set aside before the merge: the key keeps
+its previous version, and the change goes to the merge's quarantine with the bytes of the record
+it came from and a reason naming the columns (`layout.merge_quarantine`). A value never reaches a
+published table as NULL because its type was wrong (issue 12, item 8).
+
+"Does not fit" is judged by the same cast publish uses (the column's published type), so what
+is set aside here is exactly what publish would have turned into NULL.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from recon.config import PipelineConfig
+from recon.core.schema import TableSchema
+from recon.decode.stage import raw_records_at
+from recon.publish.iceberg import unfit_value_checks
+
+UNFIT = "_unfit"
+"""Column added to the events: the names of the columns whose values do not fit (empty: fits)."""
+
+
+def flag_unfit(
+    cfg: PipelineConfig, events: DataFrame, schemas: dict[str, TableSchema], names: list[str]
+) -> DataFrame:
+    """`events` with `_unfit`: for inserts and updates of the merged tables, the columns whose
+    after-image value would not survive the cast to the published type."""
+    branches: Column | None = None
+    for n in names:
+        s = schemas[n]
+        checks = unfit_value_checks(cfg, n, s, "after")
+        if not checks:
+            continue
+        arr = F.array(
+            *[F.when(F.expr(b), F.lit(c)) for (c, _), b in zip(s.columns, checks, strict=True)]
+        )
+        cond = (F.col("table") == n) & F.col("op").isin("insert", "update", "snapshot")
+        branches = F.when(cond, arr) if branches is None else branches.when(cond, arr)
+    if branches is None:
+        return events.withColumn(UNFIT, F.array().cast("array<string>"))
+    flagged = F.filter(
+        F.coalesce(branches, F.array().cast("array<string>")), lambda x: x.isNotNull()
+    )
+    return events.withColumn(UNFIT, flagged)
+
+
+def unfit_counts(flagged: DataFrame) -> dict[str, dict[str, int]]:
+    """table -> {"changes": n, <column>: n}: one small aggregate (the distinct column sets)."""
+    out: dict[str, dict[str, int]] = {}
+    rows = (
+        flagged.where(F.size(UNFIT) > 0).groupBy("table", UNFIT).agg(F.count("*").alias("n"))
+    ).collect()
+    for r in rows:
+        t = out.setdefault(r["table"], {"changes": 0})
+        t["changes"] += int(r["n"])
+        for c in r[UNFIT]:
+            t[c] = t.get(c, 0) + int(r["n"])
+    return out
+
+
+def write_unfit_quarantine(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    hour: datetime,
+    flagged: DataFrame,
+    schemas: dict[str, TableSchema],
+    names: list[str],
+    any_unfit: bool,
+) -> None:
+    """The set-aside changes with their records' bytes and a reason, one folder per table,
+    replacing what an earlier merge of the hour wrote for the tables merged now."""
+    out = cfg.layout.merge_quarantine(hour)
+    for n in names:
+        shutil.rmtree(out / f"table={n}", ignore_errors=True)
+    if not any_unfit:
+        return
+    bad = flagged.where(F.size(UNFIT) > 0).select(
+        "topic", "partition", "offset", "table", _reason(schemas).alias("reason")
+    )
+    raw = raw_records_at(spark, cfg, hour, bad)
+    (
+        bad.join(raw, ["topic", "partition", "offset"], "left")
+        .select(
+            F.lit("quarantine").alias("kind"),
+            "topic",
+            "partition",
+            "offset",
+            "table",
+            "reason",
+            F.col("key").alias("raw_key"),
+            F.col("value").alias("raw_value"),
+            F.col("ts_ms").alias("raw_ts_ms"),
+            F.col("headers").alias("raw_headers"),
+        )
+        .repartition("table")
+        .write.mode("append")
+        .partitionBy("table")
+        .parquet(str(out))
+    )
+
+
+def _reason(schemas: dict[str, TableSchema]) -> Column:
+    """`value does not fit its column: c = 'abc' (not int), ...` (values cut at 60 chars)."""
+    types = (
+        F.create_map(
+            *[
+                x
+                for n, s in schemas.items()
+                for c, lt in s.columns
+                for x in (F.lit(f"{n}.{c}"), F.lit(lt))
+            ]
+        )
+        if any(s.columns for s in schemas.values())
+        else None
+    )
+
+    def one(c: Column) -> Column:
+        v = F.substring(F.col("after")[c], 1, 60)
+        lt = types[F.concat(F.col("table"), F.lit("."), c)] if types is not None else F.lit("?")
+        return F.concat(c, F.lit(" = '"), v, F.lit("' (not "), lt, F.lit(")"))
+
+    listed = F.array_join(F.transform(F.col(UNFIT), one), ", ")
+    return F.concat(F.lit("value does not fit its column: "), listed)

@@ -1,0 +1,86 @@
+"""A change whose value does not fit its column is set aside, never published as NULL: the key
+keeps its previous version, the change is quarantined with its record's bytes and a reason, and
+the hour's verdict follows `fail_on` (issue 12, item 8)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from recon.audit.stage import audit_hour
+from recon.config import load_config
+from recon.core.model import RawRecord
+from recon.decode.stage import decode_hour
+from recon.demo.demo import write_dump
+from recon.merge.stage import merge_hour
+from recon.publish.export import export_rows
+from tests.support.builders import write_pipeline
+
+H0 = datetime(2026, 3, 1, 0, tzinfo=UTC)
+HOURS = [H0, H0 + timedelta(hours=1)]
+DDL = "CREATE TABLE s.a (id INT PRIMARY KEY, n INT, d DATE)"
+
+
+def _dbz(op: str, before: dict | None, after: dict | None) -> bytes:
+    src = {"db": "s", "table": "a"}
+    return json.dumps({"before": before, "after": after, "source": src, "op": op}).encode()
+
+
+def test_an_unfit_value_is_quarantined_and_the_key_keeps_its_previous_version(
+    spark, tmp_path: Path
+) -> None:
+    t0 = int(H0.timestamp() * 1000)
+    t1 = t0 + 3_600_000
+    values = [
+        (t0, _dbz("c", None, {"id": 1, "n": 5, "d": "2026-01-01"})),
+        (t0 + 1, _dbz("c", None, {"id": 4, "n": 1, "d": "0000-00-00"})),  # a zero date: NULL
+        (t1, _dbz("u", {"id": 1, "n": 5}, {"id": 1, "n": "five", "d": "2026-01-01"})),
+        (t1 + 1, _dbz("c", None, {"id": 2, "n": "x", "d": "someday"})),
+        (t1 + 2, _dbz("c", None, {"id": 3, "n": 7, "d": "2026-01-02"})),
+    ]
+    recs = [RawRecord("t", 0, i, None, v, ts) for i, (ts, v) in enumerate(values)]
+    write_dump(tmp_path / "raw", "t", recs, "parquet", HOURS, files_per_hour=1)
+    cfg = load_config(
+        write_pipeline(
+            tmp_path / "p.yaml",
+            name="p",
+            format="debezium_json",
+            topics=["t"],
+            raw=tmp_path / "raw",
+            warehouse=tmp_path / "wh",
+            start="2026-03-01T00:00:00Z",
+            tables={"s.a": {"ddl": DDL}},
+        )
+    )
+    for h in HOURS:
+        decode_hour(spark, cfg, h)
+        r = merge_hour(spark, cfg, h, buckets=4)
+    t = r["tables"]["s.a"]
+    assert t["skipped"]["uncastable"] == 2 and t["uncastable_columns"] == {"n": 2, "d": 1}
+    assert "uncastable" not in t["published"] or not t["published"]["uncastable"]
+    rows = {row["id"]: (row["n"], row["d"]) for row in export_rows(cfg, "s.a")}
+    assert rows == {1: (5, "2026-01-01"), 3: (7, "2026-01-02"), 4: (1, None)}
+
+    q = ds.dataset(str(cfg.layout.merge_quarantine(HOURS[1])), format="parquet").to_table()
+    cols = [q[c].to_pylist() for c in ("offset", "reason", "raw_value")]
+    got = sorted(zip(*cols, strict=True))
+    assert [(o, v) for o, _, v in got] == [(2, values[2][1]), (3, values[3][1])]
+    assert got[1][1] == (
+        "value does not fit its column: n = 'x' (not int32), d = 'someday' (not date)"
+    )
+
+    report = audit_hour(spark, cfg, HOURS[1])
+    assert report["verdict"] == "fail" and report["identity"]["balanced"]
+    kinds = [(f["kind"], f.get("table")) for f in report["findings"] if f["severity"] == "fail"]
+    assert ("quarantined", "s.a") in kinds
+    samples = report["decoding"]["quarantine_samples"]["value does not fit its column"]
+    assert {x["offset"] for x in samples} == {2, 3} and all(x["value_base64"] for x in samples)
+
+    # the same hour again gives the same table and the same quarantine (not twice)
+    merge_hour(spark, cfg, HOURS[1], buckets=4)
+    again = ds.dataset(str(cfg.layout.merge_quarantine(HOURS[1])), format="parquet").to_table()
+    assert again.num_rows == 2
+    assert {row["id"] for row in export_rows(cfg, "s.a")} == {1, 3, 4}
