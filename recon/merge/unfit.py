@@ -105,22 +105,13 @@ def write_unfit_quarantine(
 
 def _reason(schemas: dict[str, TableSchema]) -> Column:
     """`value does not fit its column: c = 'abc' (not int), ...` (values cut at 60 chars)."""
-    types = (
-        F.create_map(
-            *[
-                x
-                for n, s in schemas.items()
-                for c, lt in s.columns
-                for x in (F.lit(f"{n}.{c}"), F.lit(lt))
-            ]
-        )
-        if any(s.columns for s in schemas.values())
-        else None
-    )
+    # only called when something was set aside, so the tables have columns
+    pairs = [(F.lit(f"{n}.{c}"), F.lit(lt)) for n, s in schemas.items() for c, lt in s.columns]
+    types = F.create_map(*[x for pair in pairs for x in pair])
 
     def one(c: Column) -> Column:
         v = F.substring(F.col("after")[c], 1, 60)
-        lt = types[F.concat(F.col("table"), F.lit("."), c)] if types is not None else F.lit("?")
+        lt = types[F.concat(F.col("table"), F.lit("."), c)]
         return F.concat(c, F.lit(" = '"), v, F.lit("' (not "), lt, F.lit(")"))
 
     listed = F.array_join(F.transform(F.col(UNFIT), one), ", ")

@@ -27,21 +27,7 @@ def decode_by_hours(
             seen.add(k)
             fresh.append(RawRecord(r.topic, r.partition, r.offset, r.key, r.value, r.ts_ms))
         out = decode_records(fresh + carry, fmt, ctx).to_pylist()
-        carry = [
-            RawRecord(
-                r["topic"],
-                r["partition"],
-                r["offset"],
-                r["raw_key"],
-                r["raw_value"],
-                r["raw_ts_ms"],
-                r["raw_headers"],
-                carried=True,
-                skip=r["skip"],
-            )
-            for r in out
-            if r["kind"] == "carry"
-        ]
+        carry = carried_records(out)
         events += [r for r in out if r["kind"] == "event"]
         quarantine += [r for r in out if r["kind"] == "quarantine"]
         for r in out:
@@ -49,6 +35,25 @@ def decode_by_hours(
                 stats[r["stat"]] = stats.get(r["stat"], 0) + r["n"]
     stats["left_carried"] = len(carry)
     return events, quarantine, stats
+
+
+def carried_records(out: list[dict]) -> list[RawRecord]:
+    """The carry rows of a decode output, as the records the next hour is fed first."""
+    return [
+        RawRecord(
+            r["topic"],
+            r["partition"],
+            r["offset"],
+            r["raw_key"],
+            r["raw_value"],
+            r["raw_ts_ms"],
+            r["raw_headers"],
+            carried=True,
+            skip=r["skip"] or 0,
+        )
+        for r in out
+        if r["kind"] == "carry"
+    ]
 
 
 def event_key(e: dict) -> tuple:

@@ -19,6 +19,7 @@ from recon.decode.stream import decode_records
 from recon.demo import sample
 from recon.demo.demo import DEMO_START
 from recon.formats import FORMAT_SPECS
+from tests.support.hourly import carried_records
 
 
 def _decode(recs: list[RawRecord], fmt: str) -> dict:
@@ -35,24 +36,6 @@ def _decode(recs: list[RawRecord], fmt: str) -> dict:
         "quarantine": [r for r in out if r["kind"] == "quarantine"],
         "carry": [r for r in out if r["kind"] == "carry"],
     }
-
-
-def _carried(rows: list[dict]) -> list[RawRecord]:
-    return [
-        RawRecord(
-            r["topic"],
-            r["partition"],
-            r["offset"],
-            r["raw_key"],
-            r["raw_value"],
-            r["raw_ts_ms"],
-            r["raw_headers"],
-            carried=True,
-            skip=r["skip"] or 0,
-        )
-        for r in rows
-        if r["kind"] == "carry"
-    ]
 
 
 def _damage(recs: list[RawRecord], rng: random.Random) -> None:
@@ -73,7 +56,7 @@ def test_each_record_has_exactly_one_disposition_across_hour_cuts(fmt: str) -> N
     _damage(recs, rng)
     for cut in sorted(rng.sample(range(1, len(recs)), 6)):
         first = _decode(recs[:cut], fmt)
-        second = _decode(_carried(first["rows"]) + recs[cut:], fmt)
+        second = _decode(carried_records(first["rows"]) + recs[cut:], fmt)
         for hour in (first, second):
             link = hour["link"]
             assert link["balanced"] and link["lost"] == 0, (cut, link)
