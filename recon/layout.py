@@ -11,7 +11,8 @@ Warehouse of pipeline `p`:
   decode counters, written last; `_state/p/_staging/<run>/` a decode run's scratch space.
 - `quarantine/p/hour=H/`: records that could not be decoded.
 - `_state/p/merge/`: `manifest.json` (the merge state in force), `manifests/hour=H.json` (the
-  state each hour left, for rollback), `data/run=<id>/hour=H/_t=<table>/_b=<bucket>/` (state rows),
+  state each hour left, for rollback), `data/run=<id>/hour=H/try=<attempt>/_t=<table>/_b=<bucket>/`
+  (state rows; one folder per attempt),
   `hours/hour=H.json` (the merge result of an hour).
 - `audit/p/H/`: `report.json`, `report.html`, `reconcile-<table>.json`.
 - `catalog.db` + `iceberg/`: the default Iceberg catalog and its data.
@@ -27,6 +28,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -121,9 +123,11 @@ class Layout:
     def merge_data(self) -> Path:
         return self.merge / "data"
 
-    def merge_run(self, run_id: str, hour: datetime) -> Path:
-        """One folder per (run, hour): a run over several hours never overwrites its own."""
-        return self.merge_data / f"run={run_id}" / f"hour={hour_text(hour)}"
+    def merge_run(self, run_id: str, hour: datetime, attempt: str) -> Path:
+        """One folder per (run, hour, attempt): a run over several hours never overwrites its
+        own, and a retried or cleared task (Airflow re-uses the run id) never rewrites a folder
+        the state in force, or a saved state, still names."""
+        return self.merge_data / f"run={run_id}" / f"hour={hour_text(hour)}" / f"try={attempt}"
 
     def merge_result(self, hour: datetime) -> Path:
         return self.merge / "hours" / f"hour={hour_text(hour)}.json"
@@ -148,9 +152,16 @@ class Layout:
         return self.warehouse / "iceberg"
 
 
-def table_data_run(table_location: Path, run_id: str) -> Path:
-    """Where one publish writes a table's new data files (under the table's own location)."""
-    return table_location / "data" / f"run={run_id}"
+def table_data_run(table_location: Path, run_id: str, hour: str, attempt: str) -> Path:
+    """Where one publish attempt writes a table's new data files (under the table's own
+    location): a folder no earlier attempt wrote, so a retry never deletes files the current
+    version reads and never commits an earlier attempt's leftovers."""
+    return table_location / "data" / f"run={run_id}" / f"hour={hour}" / f"try={attempt}"
+
+
+def new_attempt() -> str:
+    """A name for one attempt of a stage: sortable by start time, unique across processes."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 # -- writing --------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import has_parquet
 from recon.merge.snapshot import load_watermark, read_snapshot_folder
-from recon.publish.iceberg import load_table, snapshot_for_hour
+from recon.publish.iceberg import load_table, snapshot_at_hour
 
 SAMPLES = 5
 _NUMERIC_LOGICAL = ("int", "uint", "decimal", "float", "year")
@@ -79,7 +79,7 @@ def _canonical(df: DataFrame, cols: list[str], pk: list[str], logical: dict[str,
 
 def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | None) -> dict:
     table = load_table(cfg, name)
-    snap_id = snapshot_for_hour(table, hour) if hour else None
+    snap_id = snapshot_at_hour(cfg, name, table, hour) if hour else None
     snap = table.snapshot_by_id(snap_id) if snap_id is not None else table.current_snapshot()
     if snap is None:
         raise ReconError(f"{name} has no published version yet; run the pipeline first")

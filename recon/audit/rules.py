@@ -39,6 +39,7 @@ FindingKind = Literal[
     "not_merged",
     "unreadable_ddl",
     "hour_order",
+    "type_change",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 Severity = Literal["warn", "fail"]
@@ -292,6 +293,7 @@ def table_report(
         "checksum": t.get("checksum"),
         "schema_version": t.get("schema_version"),
         "schema_changed": t.get("schema_changed", False),
+        "schema_changes": t.get("schema_changes", []),
         "ddl_seen": t.get("ddl_seen", 0),
         "newest_source_time": iso_ms(newest_ms),
         "freshness_seconds": None
@@ -300,6 +302,10 @@ def table_report(
         "published_snapshot_id": pub.get("snapshot_id"),
         "balanced": changes == applied + sum(skipped.values()),
     }
+    return row, _table_findings(name, t, skipped, pub)
+
+
+def _table_findings(name: str, t: TableMerge, skipped: dict[str, int], pub: Any) -> list[Finding]:
     out = []
     if pub.get("duplicate_keys"):
         out.append(
@@ -318,6 +324,18 @@ def table_report(
                 table=name,
             )
         )
+    conflicts = [c for c in t.get("schema_changes", []) if "type conflict" in c]
+    if conflicts:
+        out.append(
+            finding(
+                "type_change",
+                f"the source changed a column's type in a way Iceberg cannot promote "
+                f"({'; '.join(conflicts)}): the published column keeps its type and values "
+                "that do not fit it are set aside; to take the new type, declare it with "
+                "`ddl:` and run `recon rebuild`",
+                table=name,
+            )
+        )
     if pub.get("uncastable"):
         out.append(
             finding(
@@ -327,7 +345,7 @@ def table_report(
                 table=name,
             )
         )
-    return row, out
+    return out
 
 
 def order_findings(dec: DecodeCounters, mer: MergeResult, first_hour: bool) -> list[Finding]:

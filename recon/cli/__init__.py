@@ -331,6 +331,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
         print(
             f"  {name}: {t['snapshots_expired']} versions expired, "
             f"{t['folders_removed']} folders removed ({t['bytes']} bytes)"
+            + (f"; {t['note']}" if t.get("note") else "")
         )
     return 0
 

@@ -123,8 +123,8 @@ class TableSchema:
                 self.columns[index[c]] = (c, t)
                 if spark_type(old) != spark_type(t):
                     changed.append(f"type {c} {old} -> {t}")
-            else:
-                self.history.append(
+            elif not any(h["change"] == f"type conflict {c}: {old} vs {t}" for h in self.history):
+                self.history.append(  # once: every later message would repeat it
                     {
                         "version": self.version,
                         "change": f"type conflict {c}: {old} vs {t}",

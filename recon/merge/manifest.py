@@ -3,7 +3,9 @@ table's state, its schema, the hours applied, the snapshot bootstrap.
 
 The manifest is the commit point of a merge: it is replaced atomically after the publish, so a
 run killed at any point leaves the previous one (and the previous published version) in force.
-Each merged hour's manifest is also kept (`manifests/hour=H.json`) for `recon rollback`.
+The state at the end of each merged hour is also kept (`manifests/hour=H.json`) for `recon
+rollback`; an earlier hour merged again updates the newest hour's (the state then reflects every
+hour through it), never the earlier hour's.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class TableEntry(TypedDict):
     schema: dict[str, Any]
     """`TableSchema.to_json()`."""
     snapshot_loaded: NotRequired[bool]
+    snapshot_id: NotRequired[int | None]
+    """The Iceberg snapshot that publishes this state (what `recon rollback` restores; what
+    `recon expire` keeps while the state is kept). Absent in states written before it was kept."""
 
 
 class SnapshotInfo(TypedDict):
@@ -88,7 +93,10 @@ def load_manifest(cfg: PipelineConfig, allow_missing: bool = False) -> Manifest:
 
 
 def save_manifest(
-    cfg: PipelineConfig, man: Manifest, hour: datetime | None = None, expected: int | None = None
+    cfg: PipelineConfig,
+    man: Manifest,
+    hour: datetime | str | None = None,
+    expected: int | None = None,
 ) -> None:
     """Commit `man` (and, for a merged hour, keep it as that hour's state for rollback).
     `expected`: the version this writer started from; another writer's commit in between makes
@@ -140,10 +148,8 @@ def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> Manifes
     return new
 
 
-def rollback_state(cfg: PipelineConfig, hour: datetime) -> Manifest:
-    """Make the merge state what it was after `hour` was last merged (its saved manifest; the
-    bucket folders it names are never rewritten). Later hours leave the state: merging them
-    again brings them back. Atomic like a merge."""
+def saved_state(cfg: PipelineConfig, hour: datetime) -> Manifest:
+    """The merge state as it was at the end of `hour` (checked complete), for rollback."""
     H = hour_text(hour)
     layout = cfg.layout
     saved = layout.saved_manifest(hour)
@@ -160,6 +166,21 @@ def rollback_state(cfg: PipelineConfig, hour: datetime) -> Manifest:
                     f"the merge state of hour {H} lost {layout.merge / f['path']}; "
                     f"`recon rebuild --to {H}` gives the same tables"
                 )
+    return old
+
+
+def rollback_state(
+    cfg: PipelineConfig, hour: datetime, snapshot_ids: dict[str, int | None] | None = None
+) -> Manifest:
+    """Make the merge state what it was at the end of `hour` (its saved manifest; the bucket
+    folders it names are never rewritten). Later hours leave the state: merging them again
+    brings them back. `snapshot_ids`: the table versions that publish it now (the rollback's
+    own commits). Atomic like a merge."""
+    H = hour_text(hour)
+    old = saved_state(cfg, hour)
+    for name, sid in (snapshot_ids or {}).items():
+        if name in old["tables"]:
+            old["tables"][name]["snapshot_id"] = sid
     cur = load_manifest(cfg, allow_missing=True)
     new: Manifest = {
         **old,

@@ -46,6 +46,9 @@ class TableMerge(TypedDict):
     ddl_seen: int
     schema_version: int
     schema_changed: bool
+    schema_changes: NotRequired[list[str]]
+    """This hour's entries of the table's schema history: columns added, types promoted
+    (Iceberg's rules), and type conflicts (the column keeps its published type)."""
     buckets_touched: int
     buckets: int
     primary_key: list[str]

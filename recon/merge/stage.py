@@ -26,7 +26,7 @@ from recon.core.model import EVENT_SCHEMA
 from recon.core.schema import TableSchema
 from recon.errors import ManifestError, NotDecodedError
 from recon.faults import checkpoint
-from recon.layout import has_parquet, hour_text, read_json, write_json_atomic
+from recon.layout import has_parquet, hour_text, new_attempt, read_json, write_json_atomic
 from recon.merge.contributions import (
     STATE_COLS,
     STATE_DDL,
@@ -117,6 +117,7 @@ class _HourMerge:
     unfit: dict[str, dict[str, int]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     mergeable: DataFrame = field(init=False)
+    attempt: str = field(default_factory=new_attempt)
 
     @property
     def H(self) -> str:
@@ -230,7 +231,7 @@ class _HourMerge:
         return self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)
 
     def write_state(self, new_state: DataFrame, ms_tables: list[str]) -> None:
-        run_dir = self.cfg.layout.merge_run(self.run_id, self.hour)
+        run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)
         (
             new_state.withColumn("_t", F.col("table"))
             .withColumn("_b", F.col("bucket"))
@@ -247,7 +248,7 @@ class _HourMerge:
     def update_entry(self, n: str, entry: TableEntry) -> None:
         """Point the table's touched buckets at the folders this run wrote."""
         base = self.cfg.layout.merge
-        run_dir = self.cfg.layout.merge_run(self.run_id, self.hour)
+        run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)
         for b in sorted(self.touched[n]):
             st = self.bstats.get((n, b))
             if st is None or not st["state_rows"]:
@@ -281,7 +282,7 @@ class _HourMerge:
             self.live.where(F.col("table") == n),
             sorted(self.touched[n]),
             props,
-            f"{self.run_id}/hour={self.H}",
+            (self.run_id, self.H, self.attempt),
             replace_all=n not in self.man["tables"],
         )
 
@@ -294,7 +295,12 @@ class _HourMerge:
         pub: PublishResult = (
             self.publish(n) if publish else {"committed": False, "snapshot_id": None}
         )
+        if publish:
+            entry["snapshot_id"] = pub["snapshot_id"]
         s = self.schemas[n]
+        prev = self.man["tables"].get(n)
+        before = prev["schema"].get("history", []) if prev else []
+        changes = [f"v{h['version']}: {h['change']} ({h['why']})" for h in s.history[len(before) :]]
         entered = self.entered["by_op"].get(n, {})
         stale, again = self.skips.get(n, (0, 0))
         unfit = self.unfit.get(n, {})
@@ -320,6 +326,7 @@ class _HourMerge:
             "ddl_seen": int(ops.get("ddl", 0)),
             "schema_version": s.version,
             "schema_changed": bool(self.schema_changed[n]),
+            "schema_changes": changes,
             "buckets_touched": len(self.touched[n]),
             "buckets": self.buckets_of(n),
             "primary_key": s.primary_key,
@@ -331,7 +338,11 @@ class _HourMerge:
         new_man["hours"] = sorted(set(self.man["hours"]) | {self.H})
         new_man["snapshot"] = self.snapshot_info
         new_man["last_run"] = {"run_id": self.run_id, "hour": self.H}
-        save_manifest(self.cfg, new_man, self.hour, expected=self.man["version"])
+        # kept as the state at the end of the newest merged hour: an earlier hour merged again
+        # (late data, a cleared run) leaves a state through the newest hour, and the state
+        # saved for the earlier hour stays what that hour left (what rollback restores)
+        newest = new_man["hours"][-1]
+        save_manifest(self.cfg, new_man, newest, expected=self.man["version"])
 
     def result(self, tables_out: dict[str, TableMerge], limited: bool) -> MergeResult:
         out_file = self.cfg.layout.merge_result(self.hour)

@@ -4,12 +4,17 @@ Every merged hour writes new bucket folders under `_state/<p>/merge/data/` and n
 files under each published table; nothing is rewritten in place, which is what makes a killed
 run harmless and `recon rollback` possible. Without expiry both grow for ever. This keeps the
 last N hours (counted back from the newest merged hour):
-- merge state: the per-hour saved states older than the window are dropped (rollback reaches
-  back N hours), then every bucket folder no kept state names is deleted;
-- published tables: Iceberg snapshots of hours older than the window are expired (the current
-  one never), then data files no remaining snapshot references are deleted.
-Only folders of hours older than the window are ever deleted, so a merge or publish running at
-the same time (always a newer hour) is never touched. Decoded hours and audit reports are kept.
+- merge state: the states saved at the end of hours older than the window are dropped
+  (rollback reaches back N hours), then every bucket folder no kept state names is deleted;
+- published tables: age is judged by commit time, not by the hour a version is labelled with
+  (an earlier hour merged again, a rollback, are recent commits with old labels). Every version
+  a kept state names is kept (that is what rollback restores), and so is everything committed
+  after the oldest of them; older versions are expired (the current one never), then data
+  files no remaining version references are deleted.
+Files are only deleted under folders of hours older than the window and only when no version
+references them; expire holds the pipeline's writer lock, so no merge or publish is running
+(a file a concurrent run could still commit does not exist while it runs). Decoded hours and
+audit reports are kept.
 """
 
 from __future__ import annotations
@@ -59,51 +64,63 @@ def _drop_empty_parents(dirs: list[Path], stop: Path) -> None:
             p = p.parent
 
 
+def kept_states(cfg: PipelineConfig, cutoff: str) -> list[Manifest]:
+    """The state in force and the states saved at the end of hours in the window."""
+    saved_dir = cfg.layout.saved_manifests
+    kept: list[Manifest] = [load_manifest(cfg)]
+    for f in sorted(saved_dir.glob("hour=*.json")) if saved_dir.is_dir() else []:
+        if f.stem.removeprefix("hour=") >= cutoff:
+            kept.append(read_json(f))
+    return kept
+
+
 def expire_state(cfg: PipelineConfig, cutoff: str) -> dict[str, Any]:
     base = cfg.layout.merge
     saved_dir = cfg.layout.saved_manifests
-    kept: list[Manifest] = [load_manifest(cfg)]
     dropped_states = 0
     for f in sorted(saved_dir.glob("hour=*.json")) if saved_dir.is_dir() else []:
         if f.stem.removeprefix("hour=") < cutoff:
             f.unlink()
             dropped_states += 1
-        else:
-            kept.append(read_json(f))
     referenced = {
         (base / f["path"]).resolve()
-        for m in kept
+        for m in kept_states(cfg, cutoff)
         for t in m["tables"].values()
         for f in t["files"].values()
     }
     removed, freed = [], 0
     for hour_dir in _old_hour_dirs(base / "data", cutoff):
-        for bucket in sorted(hour_dir.glob("_t=*/_b=*")):
+        # bucket folders of each attempt (`try=*/`), and of states from before attempts
+        for bucket in sorted([*hour_dir.glob("_t=*/_b=*"), *hour_dir.glob("try=*/_t=*/_b=*")]):
             if bucket.resolve() not in referenced:
                 freed += _size(bucket)
                 shutil.rmtree(bucket)
                 removed.append(bucket)
-        for t in sorted(hour_dir.glob("_t=*")):
-            if t.is_dir() and not any(p.name.startswith("_b=") for p in t.iterdir()):
-                shutil.rmtree(t)  # only Spark's markers were left
-        if hour_dir.is_dir() and not any(p.name.startswith("_t=") for p in hour_dir.iterdir()):
+        for written in [hour_dir, *hour_dir.glob("try=*")]:
+            for t in sorted(written.glob("_t=*")):
+                if t.is_dir() and not any(p.name.startswith("_b=") for p in t.iterdir()):
+                    shutil.rmtree(t)  # only Spark's markers were left
+            if written != hour_dir and not any(written.glob("_t=*")):
+                shutil.rmtree(written)
+        if hour_dir.is_dir() and not any(
+            p.name.startswith(("_t=", "try=")) for p in hour_dir.iterdir()
+        ):
             shutil.rmtree(hour_dir)
             removed.append(hour_dir)
     _drop_empty_parents(removed, base / "data")
     return {"saved_states_dropped": dropped_states, "folders_removed": len(removed), "bytes": freed}
 
 
-def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
+_UNRECORDED = object()
+
+
+def expire_table(
+    cfg: PipelineConfig, name: str, cutoff: str, kept: list[Manifest]
+) -> dict[str, Any]:
     table = load_table(cfg, name)
-    current = table.current_snapshot()
-    old = [
-        s.snapshot_id
-        for s in table.snapshots()
-        if (s.summary.additional_properties if s.summary else {}).get("recon.hour", "") < cutoff
-        and (current is None or s.snapshot_id != current.snapshot_id)
-    ]
+    old, note = _expired_versions(table, name, kept)
     if old:
-        for attempt in range(3):  # a publish may commit in between: reload and try again
+        for attempt in range(3):  # a commit may land in between: reload and try again
             try:
                 table.maintenance.expire_snapshots().by_ids(old).commit()
                 break
@@ -129,7 +146,38 @@ def expire_table(cfg: PipelineConfig, name: str, cutoff: str) -> dict[str, Any]:
             shutil.rmtree(hour_dir)
             removed.append(hour_dir)
     _drop_empty_parents(removed, data)
-    return {"snapshots_expired": len(old), "folders_removed": len(removed), "bytes": freed}
+    out: dict[str, Any] = {
+        "snapshots_expired": len(old),
+        "folders_removed": len(removed),
+        "bytes": freed,
+    }
+    if note:
+        out["note"] = note
+    return out
+
+
+def _expired_versions(table: Any, name: str, kept: list[Manifest]) -> tuple[list[int], str]:
+    """The snapshots to expire: committed before the oldest version a kept state names, neither
+    named by one nor current. States from before versions were recorded name none: then
+    nothing is expired (a later expire, once the window holds only newer states, does it)."""
+    recorded = [
+        m["tables"][name].get("snapshot_id", _UNRECORDED) for m in kept if name in m["tables"]
+    ]
+    if any(r is _UNRECORDED for r in recorded):
+        return [], "kept every version: the window has states from before versions were recorded"
+    current = table.current_snapshot()
+    named = {int(r) for r in recorded if r is not None}  # type: ignore[call-overload]
+    if current is not None:
+        named.add(current.snapshot_id)
+    times = [s.timestamp_ms for s in table.snapshots() if s.snapshot_id in named]
+    if not times:
+        return [], ""
+    boundary = min(times)
+    return [
+        s.snapshot_id
+        for s in table.snapshots()
+        if s.timestamp_ms < boundary and s.snapshot_id not in named
+    ], ""
 
 
 def expire(cfg: PipelineConfig, keep_hours: int, lock_wait: float = 0) -> dict[str, Any]:
@@ -146,7 +194,8 @@ def _expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
         raise ReconError(f"pipeline {cfg.name} has no merged hour yet; nothing to expire")
     cutoff = format_hour(parse_hour(hours[-1]) - timedelta(hours=keep_hours - 1))
     out: dict[str, Any] = {"cutoff": cutoff, "state": expire_state(cfg, cutoff), "tables": {}}
+    kept = kept_states(cfg, cutoff)
     for name in cfg.tables:
         if is_published(cfg, name):
-            out["tables"][name] = expire_table(cfg, name, cutoff)
+            out["tables"][name] = expire_table(cfg, name, cutoff, kept)
     return out

@@ -17,7 +17,7 @@ import pyarrow as pa
 from recon.config import PipelineConfig
 from recon.core.values import INTEGER_LOGICAL, date_text, datetime_text
 from recon.layout import atomic_writer
-from recon.publish.iceberg import load_table, snapshot_for_hour
+from recon.publish.iceberg import load_table, snapshot_at_hour
 
 
 def render_value(v: Any) -> Any:
@@ -48,7 +48,7 @@ def export_rows(
     """The published rows of one table (a version by snapshot id or hour), sorted by key."""
     table = load_table(cfg, name)
     if hour is not None:
-        snapshot_id = snapshot_for_hour(table, hour)
+        snapshot_id = snapshot_at_hour(cfg, name, table, hour)
     if snapshot_id is None and table.current_snapshot() is None:
         return
     data = table.scan(snapshot_id=snapshot_id).to_arrow()

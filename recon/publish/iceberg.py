@@ -34,7 +34,7 @@ from recon.config import PipelineConfig
 from recon.core.schema import TableSchema, cast_expr, spark_type, widens
 from recon.errors import NoVersionAtHourError, ReconError, TableNotPublishedError
 from recon.faults import checkpoint
-from recon.layout import table_data_run
+from recon.layout import read_json, table_data_run
 from recon.merge.result import PublishResult
 
 META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
@@ -130,10 +130,12 @@ def publish_table(
     live: DataFrame,
     touched: list[int],
     props: dict[str, str],
-    run_id: str,
+    attempt: tuple[str, str, str],
     replace_all: bool = False,
 ) -> PublishResult:
-    """Write the live rows of the touched buckets and commit them in one Iceberg snapshot."""
+    """Write the live rows of the touched buckets and commit them in one Iceberg snapshot.
+    `attempt`: (run id, hour, attempt) naming the folder this attempt writes (`table_data_run`);
+    only files of that folder are committed."""
     cat = get_catalog(cfg)
     ident = identifier(cfg, name)
     table = _load_or_none(cat, ident)
@@ -152,16 +154,20 @@ def publish_table(
     if table is None:
         table = _create_table(cat, ident, arrow_schema, cfg, name, schema)
     missing = [f.name for f in arrow_schema if f.name not in existing and not created]
-    if not touched and not missing and not replace_all:
+    promoted = _promotions(schema, existing)
+    if not touched and not missing and not promoted and not replace_all:
         return {
             "committed": False,
             "snapshot_id": _current_id(table),
             "files_added": 0,
             "files_removed": 0,
         }
-    new_files = _write_data_files(spark, typed, touched, local_path(table.location()), run_id)
+    out = table_data_run(local_path(table.location()), *attempt)
+    new_files = _write_data_files(spark, typed, touched, out)
     checkpoint("publish:files-written")
-    old = _commit(table, schema, arrow_schema, missing, touched, replace_all, new_files, props)
+    old = _commit(
+        table, schema, arrow_schema, missing, promoted, touched, replace_all, new_files, props
+    )
     table = cat.load_table(ident)
     return {
         "committed": True,
@@ -272,20 +278,38 @@ def _create_table(
 
 
 def _write_data_files(
-    spark: SparkSession, typed: DataFrame, touched: list[int], location: Path, run_id: str
+    spark: SparkSession, typed: DataFrame, touched: list[int], out: Path
 ) -> list[str]:
-    """Spark writes the touched buckets' rows under the table's location; their paths."""
-    out = table_data_run(location, run_id)
+    """Spark writes the touched buckets' rows into `out`, a folder of this attempt alone (the
+    write refuses an existing one); their paths."""
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # not INT96
     (
         typed.where(F.col("_cdc_bucket").isin(touched) if touched else F.lit(False))
         .withColumn("_pb", F.col("_cdc_bucket"))
         .repartition("_pb")
-        .write.mode("overwrite")
+        .write.mode("errorifexists")
         .partitionBy("_pb")
         .parquet(str(out))
     )
     return sorted(str(p) for p in out.glob("_pb=*/*.parquet"))
+
+
+def _promotions(schema: TableSchema, existing: dict[str, str]) -> dict[str, IT.PrimitiveType]:
+    """Columns whose published type Iceberg can promote to the schema's (int -> bigint, float ->
+    double, decimal precision up): the column's new Iceberg type. Files written before keep
+    their type; Iceberg readers promote them."""
+    out: dict[str, IT.PrimitiveType] = {}
+    for c, lt in schema.columns:
+        have, want = existing.get(c), spark_type(lt)
+        if have and have != want and widens(have, want):
+            if want == "bigint":
+                out[c] = IT.LongType()
+            elif want == "double":
+                out[c] = IT.DoubleType()
+            else:
+                p, sc = want.removeprefix("decimal(").rstrip(")").split(",")
+                out[c] = IT.DecimalType(int(p), int(sc))
+    return out
 
 
 def _commit(
@@ -293,6 +317,7 @@ def _commit(
     schema: TableSchema,
     arrow_schema: pa.Schema,
     missing: list[str],
+    promoted: dict[str, IT.PrimitiveType],
     touched: list[int],
     replace_all: bool,
     new_files: list[str],
@@ -302,9 +327,12 @@ def _commit(
     many files it removed."""
     tx = table.transaction()
     tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
-    if missing:
+    if missing or promoted:
         with tx.update_schema() as us:
-            us.union_by_name(arrow_schema)
+            for c, t in promoted.items():
+                us.update_column(c, field_type=t)
+            if missing:
+                us.union_by_name(arrow_schema)
     if replace_all:
         old = [t.file for t in table.scan().plan_files()]
     elif touched:
@@ -344,6 +372,21 @@ def _current_id(table: Table) -> int | None:
     return snap.snapshot_id if snap else None
 
 
+def snapshot_at_hour(cfg: PipelineConfig, name: str, table: Table, hour: str) -> int:
+    """The version of the table at the end of `hour`: the snapshot the hour's saved merge state
+    names when it is still there (right after an earlier hour is merged again, too), else the
+    last snapshot labelled `hour` or before."""
+    saved = cfg.layout.saved_manifest(hour)
+    if saved.is_file():
+        try:
+            sid = read_json(saved)["tables"][name].get("snapshot_id")
+        except (ValueError, KeyError):
+            sid = None
+        if sid is not None and table.snapshot_by_id(int(sid)) is not None:
+            return int(sid)
+    return snapshot_for_hour(table, hour)
+
+
 def snapshot_for_hour(table: Table, hour: str) -> int:
     """The last snapshot committed for `hour` or before it (hours compare as text)."""
     best = None
@@ -358,15 +401,45 @@ def snapshot_for_hour(table: Table, hour: str) -> int:
     return int(best.snapshot_id)
 
 
-def restore_version(cfg: PipelineConfig, name: str, hour: str) -> dict[str, Any]:
-    """Make the table's current version the one published for `hour` (or the last before it),
-    as a new commit that swaps the current files for that version's: readers see the old or the
-    restored version, and every version, the undone ones too, stays in the history."""
+def version_at_hour(
+    cfg: PipelineConfig, name: str, hour: str, recorded: int | None | bool
+) -> int | None:
+    """The snapshot that published table `name` at the end of `hour`, checked to still exist.
+    `recorded`: the snapshot id the hour's saved state names (None: the state had no version
+    of the table; False: the state is from before ids were kept, then the last snapshot
+    labelled `hour` or before is taken). None means the table had no rows then. A version that
+    is gone (expired) is an error: restoring an empty table in its place would lose every row."""
     table = load_table(cfg, name)
-    try:
-        target: int | None = snapshot_for_hour(table, hour)
-    except NoVersionAtHourError:  # published only after `hour`: the table had no rows then
-        target = None
+    if recorded is False:
+        try:
+            return snapshot_for_hour(table, hour)
+        except NoVersionAtHourError:
+            raise NoVersionAtHourError(
+                f"the version of table {name} at the end of hour {hour} is no longer in its "
+                f"history (expired); nothing was changed: roll back to an hour `recon history "
+                f"--pipeline {cfg.source_file} --table {name}` still lists, or rebuild the state "
+                f"through that hour with `recon rebuild --pipeline {cfg.source_file} --to {hour}`"
+            ) from None
+    if recorded is None:
+        return None
+    if table.snapshot_by_id(int(recorded)) is None:
+        raise NoVersionAtHourError(
+            f"the version of table {name} at the end of hour {hour} (Iceberg snapshot "
+            f"{recorded}) is no longer in its history (expired); nothing was changed: roll back "
+            f"to an hour `recon history --pipeline {cfg.source_file} --table {name}` still "
+            f"lists, or rebuild the state through that hour with `recon rebuild --pipeline "
+            f"{cfg.source_file} --to {hour}`"
+        )
+    return int(recorded)
+
+
+def restore_version(
+    cfg: PipelineConfig, name: str, hour: str, target: int | None
+) -> dict[str, Any]:
+    """Make snapshot `target` (None: no rows) the table's current version, as a new commit that
+    swaps the current files for that version's: readers see the old or the restored version,
+    and every version, the undone ones too, stays in the history."""
+    table = load_table(cfg, name)
     current = _current_id(table)
     if current == target:
         return {"table": name, "snapshot_id": current, "restored_from": target, "committed": False}
@@ -376,6 +449,8 @@ def restore_version(cfg: PipelineConfig, name: str, hour: str) -> dict[str, Any]
         else {}
     )
     now = {t.file.file_path: t.file for t in table.scan().plan_files()}
+    if keep.keys() == now.keys():  # the same content: nothing to commit
+        return {"table": name, "snapshot_id": current, "restored_from": target, "committed": False}
     props = {
         "recon.pipeline": cfg.name,
         "recon.hour": hour,

@@ -5,6 +5,7 @@ result of an uninterrupted run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,12 +13,15 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from recon.faults import POINTS
 from recon.merge.manifest import load_manifest
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
-from tests.spark.test_merge import H0, T, hour
+from tests.spark.test_merge import H0, UUID, T, hour
 from tests.support.builders import pipeline
 from tests.support.merge import event, write_hour
 
@@ -29,7 +33,9 @@ HOUR1 = [
 ]
 
 
-def _kill_at(cfg_file: Path, point: str, tmp: Path) -> None:
+def _kill_at(
+    cfg_file: Path, point: str, tmp: Path, hour: str = "2026-01-01T01", run_id: str | None = None
+) -> None:
     marker = tmp / f"paused-{point.replace(':', '_')}"
     env = {
         **os.environ,
@@ -47,7 +53,8 @@ def _kill_at(cfg_file: Path, point: str, tmp: Path) -> None:
             "--pipeline",
             str(cfg_file),
             "--hour",
-            "2026-01-01T01",
+            hour,
+            *(["--run-id", run_id] if run_id else []),
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -98,3 +105,32 @@ def test_a_killed_merge_leaves_a_readable_table_and_a_rerun_converges(
     # every committed version is complete: the hour-0 version is still the hour-0 rows
     assert list(export_rows(cfg, "s.a", hour="2026-01-01T00")) == hour0
     assert len(load_table(cfg, "s.a").snapshots()) >= 3
+
+
+def test_a_retried_merge_with_the_same_run_id_commits_only_its_own_files(
+    spark, tmp_path: Path
+) -> None:
+    """Airflow's retry and clear re-use the run id. The hour that loads the snapshot writes
+    every bucket; its retry (the snapshot now loaded) writes one. The retry used to write into
+    the same folder: killed between its write and its commit, the version in force had lost
+    files; finished, it committed the first attempt's files a second time (doubled rows)."""
+    snap = tmp_path / "snap"
+    (snap / "s.a").mkdir(parents=True)
+    rows = [{"id": i, "v": f"snap{i}"} for i in range(40)]
+    pq.write_table(pa.Table.from_pylist(rows), snap / "s.a" / "part-0.parquet")
+    (snap / "_watermark.json").write_text(json.dumps({"gtid_set": f"{UUID}:1-40"}))
+    cfg = pipeline(tmp_path / "p", {"s.a": {"primary_key": ["id"]}}, snapshot={"path": str(snap)})
+    write_hour(
+        cfg, H0, [event(1, "s.a", "insert", None, {"id": 100, "v": "new"}, T, gtid=f"{UUID}:41")]
+    )
+    first = merge_hour(spark, cfg, H0, run_id="manual__1", buckets=8)
+    assert first["tables"]["s.a"]["buckets_touched"] == 8
+    expected = list(export_rows(cfg, "s.a"))
+    assert len(expected) == 41
+    assert cfg.source_file is not None
+    _kill_at(cfg.source_file, "publish:files-written", tmp_path, "2026-01-01T00", "manual__1")
+    assert list(export_rows(cfg, "s.a")) == expected  # the version in force is whole
+    again = merge_hour(spark, cfg, H0, run_id="manual__1", buckets=8)
+    assert again["tables"]["s.a"]["buckets_touched"] == 1
+    assert list(export_rows(cfg, "s.a")) == expected
+    assert load_table(cfg, "s.a").scan().to_arrow().num_rows == 41

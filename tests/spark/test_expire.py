@@ -76,3 +76,92 @@ def test_expire_keeps_the_window_and_frees_the_rest(spark, tmp_path: Path, capsy
     assert list(export_rows(cfg, "s.a")) == rows
     assert load_manifest(cfg)["hours"][-1] == format_hour(hour(3))
     assert h1_version != rows  # (hour 1's version really was different, and is no longer kept)
+
+
+def _rollback(cfg: Any, h: int) -> int:
+    return main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", format_hour(hour(h))])
+
+
+def test_expiry_keeps_the_version_a_kept_hour_needs_and_rollback_restores_it(
+    spark, tmp_path: Path, capsys
+) -> None:
+    """s.b changes in hours 0 and 2 only: at the end of hour 1 (in a 2-hour window) its
+    version is hour 0's. Expiring by hour label dropped it, and rollback to hour 1 then emptied
+    s.b while the merge state said otherwise."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {"primary_key": ["id"]}})
+    at_end: list[list[dict[str, Any]]] = []
+    for i in range(3):
+        evs = [
+            event(i * 10 + k, "s.a", "insert", None, {"id": k, "v": f"h{i}"}, T) for k in range(4)
+        ]
+        if i != 1:
+            evs += [
+                event(100 + i * 10 + k, "s.b", "insert", None, {"id": k, "v": f"b{i}"}, T)
+                for k in range(3)
+            ]
+        write_hour(cfg, hour(i), evs)
+        merge_hour(spark, cfg, hour(i), buckets=4)
+        at_end.append(list(export_rows(cfg, "s.b")))
+    assert main(["expire", "--pipeline", str(cfg.source_file), "--keep-hours", "2"]) == 0
+    capsys.readouterr()
+    assert _rollback(cfg, 1) == 0
+    assert list(export_rows(cfg, "s.b")) == at_end[1] == at_end[0] and len(at_end[1]) == 3
+    assert {r["v"] for r in export_rows(cfg, "s.a")} == {"h1"}
+
+
+def test_rollback_after_an_earlier_hour_is_merged_again_restores_that_hours_content(
+    spark, tmp_path: Path, capsys
+) -> None:
+    """Hours 0-2 merged, then hour 1 merged again (a cleared run): its new version is labelled
+    hour 1 but holds hour 2's changes; rolling back to hour 1 must undo hour 2."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    versions = []
+    for i in range(3):
+        write_hour(
+            cfg,
+            hour(i),
+            [
+                event(i * 10 + k, "s.a", "insert", None, {"id": k, "v": f"h{i}"}, T)
+                for k in range(4)
+            ],
+        )
+        merge_hour(spark, cfg, hour(i), buckets=4)
+        versions.append(list(export_rows(cfg, "s.a")))
+    merge_hour(spark, cfg, hour(1), buckets=4)  # the state (and table) still ends at hour 2
+    assert list(export_rows(cfg, "s.a")) == versions[2]
+    assert list(export_rows(cfg, "s.a", hour=format_hour(hour(1)))) == versions[1]
+    assert _rollback(cfg, 1) == 0
+    assert list(export_rows(cfg, "s.a")) == versions[1]
+    assert load_manifest(cfg)["hours"] == [format_hour(hour(0)), format_hour(hour(1))]
+    merge_hour(spark, cfg, hour(2), buckets=4)
+    assert list(export_rows(cfg, "s.a")) == versions[2]
+
+
+def test_rollback_refuses_when_the_hours_version_is_gone(spark, tmp_path: Path, capsys) -> None:
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    for i in range(3):
+        write_hour(
+            cfg,
+            hour(i),
+            [
+                event(i * 10 + k, "s.a", "insert", None, {"id": k, "v": f"h{i}"}, T)
+                for k in range(4)
+            ],
+        )
+        merge_hour(spark, cfg, hour(i), buckets=4)
+    rows, man = list(export_rows(cfg, "s.a")), load_manifest(cfg)
+    table = load_table(cfg, "s.a")
+    h1 = load_manifest_at(cfg, 1)["tables"]["s.a"]["snapshot_id"]
+    table.maintenance.expire_snapshots().by_ids([h1]).commit()  # gone by another tool
+    capsys.readouterr()
+    assert _rollback(cfg, 1) == 2
+    err = capsys.readouterr().err
+    assert f"snapshot {h1}) is no longer in its history" in err and "nothing was changed" in err
+    assert "Traceback" not in err
+    assert list(export_rows(cfg, "s.a")) == rows and load_manifest(cfg) == man
+
+
+def load_manifest_at(cfg: Any, h: int) -> Any:
+    import json
+
+    return json.loads(cfg.layout.saved_manifest(hour(h)).read_text())

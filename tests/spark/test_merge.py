@@ -306,6 +306,38 @@ def test_types_are_published_faithfully_and_add_column_extends_the_table(
     assert props[-1]["recon.schema-version"] == "2"
 
 
+def test_a_column_widened_in_a_later_hour_is_promoted_and_a_conflict_keeps_its_type(
+    spark, tmp_path: Path
+) -> None:
+    """int -> bigint, float -> double and a wider decimal in the hour after the first publish
+    evolve the Iceberg table (the publish used to crash: pyiceberg refused the files); a type
+    Iceberg cannot promote to keeps the published type, and the change is reported."""
+    cfg = pipeline(tmp_path, {"s.w": {"primary_key": ["id"]}})
+    t0 = {"id": "int32", "n": "int32", "f": "float32", "amt": "decimal(5,2)", "k": "int32"}
+    r0 = {"id": "1", "n": "7", "f": "0.5", "amt": "123.45", "k": "3"}
+    write_hour(cfg, hour(0), [event(1, "s.w", "insert", None, r0, t0, ["id"])])
+    merge_hour(spark, cfg, hour(0), buckets=4)
+    t1 = {**t0, "n": "int64", "f": "float64", "amt": "decimal(12,2)", "k": "json"}
+    r1 = {"id": "2", "n": str(2**40), "f": "0.1", "amt": "1234567890.12", "k": "4"}
+    write_hour(cfg, hour(1), [event(2, "s.w", "insert", None, r1, t1, ["id"])])
+    res = merge_hour(spark, cfg, hour(1), buckets=4)["tables"]["s.w"]
+    types = {f.name: str(f.field_type) for f in load_table(cfg, "s.w").schema().fields}
+    assert (types["n"], types["f"], types["amt"], types["k"]) == (
+        "long",
+        "double",
+        "decimal(12, 2)",
+        "int",
+    )
+    assert [(r["id"], r["n"], r["amt"], r["k"]) for r in export_rows(cfg, "s.w")] == [
+        (1, 7, "123.45", 3),
+        (2, 2**40, "1234567890.12", 4),
+    ]
+    changes = " | ".join(res["schema_changes"])
+    assert "type n int32 -> int64" in changes and "type conflict k: int32 vs json" in changes
+    # hour 0's version is still readable with its own files
+    assert [r["n"] for r in export_rows(cfg, "s.w", hour="2026-01-01T00")] == [7]
+
+
 def test_an_hour_rewrites_only_the_buckets_it_touches(spark, tmp_path: Path) -> None:
     cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}}, buckets=8)
     write_hour(

@@ -162,6 +162,16 @@ def test_uncastable_values_and_duplicate_keys_are_findings() -> None:
     assert all(f["table"] == "s.t" for f in found)
 
 
+def test_a_type_conflict_is_a_type_change_finding_and_a_promotion_is_not() -> None:
+    promoted = ["v2: type n int32 -> int64 (image)"]
+    row, found = rules.table_report("s.t", _table(schema_changes=promoted), None, END)
+    assert row["schema_changes"] == promoted and not found
+    conflict = [*promoted, "v2: type conflict k: int32 vs json (image)"]
+    _, found = rules.table_report("s.t", _table(schema_changes=conflict), None, END)
+    assert [f["kind"] for f in found] == ["type_change"]
+    assert "k: int32 vs json" in found[0]["message"] and "keeps its type" in found[0]["message"]
+
+
 def test_staleness_and_the_verdict() -> None:
     assert rules.staleness(_dec(records=0), None, END)[0]["kind"] == "stale"
     assert rules.staleness(_dec(records=0, heartbeats=1), None, END) == []

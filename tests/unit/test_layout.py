@@ -20,7 +20,10 @@ def test_paths_follow_the_contract_layout(tmp_path: Path) -> None:
     assert lay.quarantine(H) == tmp_path / "quarantine/p/hour=2026-11-20T05"
     assert lay.manifest == tmp_path / "_state/p/merge/manifest.json"
     assert lay.saved_manifest(H) == tmp_path / "_state/p/merge/manifests/hour=2026-11-20T05.json"
-    assert lay.merge_run("r1", H) == tmp_path / "_state/p/merge/data/run=r1/hour=2026-11-20T05"
+    assert (
+        lay.merge_run("r1", H, "a")
+        == tmp_path / "_state/p/merge/data/run=r1/hour=2026-11-20T05/try=a"
+    )
     assert lay.report(H) == tmp_path / "audit/p/2026-11-20T05/report.json"
 
 
