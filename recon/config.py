@@ -74,6 +74,7 @@ class AuditConfig:
         "reconcile_mismatch",
         "balance",
         "hour_order",
+        "offset_reset",
     )
     open_transaction_hours: int = 3
 

@@ -6,8 +6,8 @@ This module is the only owner of paths under a pipeline's `raw_path` and `wareho
 Raw dumps: `<raw_path>/<topic>/dt=YYYY-MM-DD/hour=HH/part-*.parquet|jsonl[.gz]` + `_SUCCESS`.
 
 Warehouse of pipeline `p`:
-- `_state/p/events/hour=H/`, `_state/p/carry/hour=H/`, `_state/p/offsets/hour=H/`: decode
-  outputs (Parquet); `_state/p/schema/hour=H.json` table definitions; `_state/p/decode/hour=H.json`
+- `_state/p/events/hour=H/`, `_state/p/carry/hour=H/`, `_state/p/offsets/hour=H/`,
+  `_state/p/offset_hashes/hour=H/`: decode outputs (Parquet); `_state/p/schema/hour=H.json` table definitions; `_state/p/decode/hour=H.json`
   decode counters, written last; `_state/p/_staging/<run>/` a decode run's scratch space.
 - `quarantine/p/hour=H/`: records that could not be decoded.
 - `_state/p/merge/`: `manifest.json` (the merge state in force), `manifests/hour=H.json` (the
@@ -84,6 +84,11 @@ class Layout:
 
     def offsets(self, hour: datetime) -> Path:
         return self.offsets_root / f"hour={hour_text(hour)}"
+
+    def offset_hashes(self, hour: datetime | str) -> Path:
+        """The content hash read at each offset of the hour (offset resets tell from replays)."""
+        h = hour if isinstance(hour, str) else hour_text(hour)
+        return self.state / "offset_hashes" / f"hour={h}"
 
     def schema(self, hour: datetime) -> Path:
         return self.state / "schema" / f"hour={hour_text(hour)}.json"

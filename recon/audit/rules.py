@@ -40,6 +40,7 @@ FindingKind = Literal[
     "unreadable_ddl",
     "hour_order",
     "type_change",
+    "offset_reset",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 Severity = Literal["warn", "fail"]
@@ -138,6 +139,7 @@ def partition_report(p: PartitionCounters, g: OffsetGaps) -> tuple[dict[str, Any
         "last_offset": p.get("max_offset"),
         "duplicates_in_hour": p.get("duplicates_in_hour", 0),
         "duplicates_of_earlier_hours": p.get("duplicates_cross_hour", 0),
+        "offset_resets": p.get("offset_resets", 0),
         "offset_gaps": [list(x) for x in g["inside"][:MAX_LISTED_GAPS]],
         "offsets_missing": missing_inside,
         "gap_from_previous_hour": list(g["between_hours"]) if g["between_hours"] else None,
@@ -170,6 +172,18 @@ def partition_report(p: PartitionCounters, g: OffsetGaps) -> tuple[dict[str, Any
     if dups:
         out.append(
             finding("duplicate", f"{dups} records delivered more than once (dropped)", **where)
+        )
+    if p.get("offset_resets"):
+        out.append(
+            finding(
+                "offset_reset",
+                f"{p['offset_resets']} records at offsets read before with other content (the "
+                "topic was re-created or moved?): they were decoded and merged as new records, "
+                "not dropped as duplicates. If the reset is expected, acknowledge it by marking "
+                "the hour's failed audit task success (or take `offset_reset` out of "
+                "`audit.fail_on`); if not, find what rewrote the topic before trusting the hour",
+                **where,
+            )
         )
     return row, out
 

@@ -34,6 +34,7 @@ from recon.layout import Layout, has_parquet, hour_text, read_json, replace_dir,
 from recon.spark.session import arrow_ddl
 
 PartitionKey = tuple[str, int]
+HASH = "_content_hash"
 
 
 def table_defs_before(cfg: PipelineConfig, hour: datetime) -> dict[str, TableDef]:
@@ -70,6 +71,8 @@ class _Input:
     distinct: DataFrame
     stats: dict[PartitionKey, dict[str, Any]]
     cross_dups: dict[PartitionKey, int]
+    resets: dict[PartitionKey, int]
+    """Records at an offset an earlier hour (or this one) read with other content."""
     to_decode: DataFrame
     carried_in_available: bool
 
@@ -103,7 +106,7 @@ def decode_hour(
         shutil.rmtree(staging)
     _decode_to_staging(spark, cfg, hour, inp, staging)
     decoded = _read_staged(spark, inp, staging)
-    _write_offset_intervals(inp.distinct, staging / "offsets")
+    _write_offset_intervals(inp.distinct, staging / "offsets", staging / "offset_hashes")
     _publish_outputs(layout, hour, staging)
     defs = fold_ddl(table_defs_before(cfg, hour), decoded.ddls)
     write_json_atomic(
@@ -121,25 +124,32 @@ def _read_input(
     # no cache: each pass re-reads the dumps in bounded splits, so a task holds a slice of a
     # file, never the hour (a cached hour had to fit in the heap)
     records, unreadable = read_hour(spark, files)
+    # a record is a duplicate when its offset AND its content (key and value) were seen: the
+    # same offset with other content is a topic re-created or a cluster moved (offset reset)
+    records = records.withColumn(HASH, F.xxhash64("key", "value"))
     # input counters per (topic, partition): aggregates only, never the data
     stats = {
         (r["topic"], r["partition"]): r.asDict()
         for r in records.groupBy("topic", "partition")
         .agg(
             F.count("*").alias("records"),
-            F.countDistinct("offset").alias("distinct"),
+            F.countDistinct("offset", HASH).alias("distinct"),
+            F.countDistinct("offset").alias("distinct_offsets"),
             F.sum(F.coalesce(F.length("value"), F.lit(0))).alias("bytes"),
             F.min("offset").alias("min_offset"),
             F.max("offset").alias("max_offset"),
         )
         .collect()
     }
-    distinct = records.dropDuplicates(["topic", "partition", "offset"])
-    fresh, cross_dups = _drop_seen_offsets(spark, cfg.layout, hour, distinct)
+    distinct = records.dropDuplicates(["topic", "partition", "offset", HASH])
+    fresh, cross_dups, resets, seen = _drop_seen_records(spark, cfg.layout, hour, distinct)
+    if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
+        _count_resets_in_hour(fresh, seen, resets)
+    fresh = fresh.drop(HASH)
     carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
     carried_in = has_parquet(carry_dir)
     to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
-    return _Input(records, unreadable, distinct, stats, cross_dups, to_decode, carried_in)
+    return _Input(records, unreadable, distinct, stats, cross_dups, resets, to_decode, carried_in)
 
 
 def _earlier_offset_dirs(layout: Layout, hour: datetime) -> list[str]:
@@ -154,25 +164,75 @@ def _earlier_offset_dirs(layout: Layout, hour: datetime) -> list[str]:
     )
 
 
-def _drop_seen_offsets(
+def _count_resets_in_hour(
+    fresh: DataFrame, seen: DataFrame | None, resets: dict[PartitionKey, int]
+) -> None:
+    """One offset read more than once in this hour with other content (and not read by an
+    earlier hour, whose resets are counted already): every copy after the first is a reset."""
+    keys = ["topic", "partition", "offset"]
+    multi = fresh.groupBy(*keys).agg(F.count("*").alias("n")).where(F.col("n") > 1)
+    if seen is not None:
+        multi = multi.join(seen.select(*keys).distinct(), keys, "left_anti")
+    for r in multi.groupBy("topic", "partition").agg(F.sum(F.col("n") - 1).alias("x")).collect():
+        key = (r["topic"], r["partition"])
+        resets[key] = resets.get(key, 0) + int(r["x"])
+
+
+def _drop_seen_records(
     spark: SparkSession, layout: Layout, hour: datetime, distinct: DataFrame
-) -> tuple[DataFrame, dict[PartitionKey, int]]:
-    """Records whose offset an earlier hour already read are duplicates: drop and count them."""
+) -> tuple[DataFrame, dict[PartitionKey, int], dict[PartitionKey, int], DataFrame | None]:
+    """Records an earlier hour already read (same offset, same content) are duplicates: drop
+    and count them. A record at an offset an earlier hour read with other content is new (a
+    topic re-created, a cluster moved): kept, and counted as an offset reset. The offset
+    intervals of earlier hours find the candidates (usually none); only the hours they point
+    at have their content hashes read. Returns (fresh, duplicates and resets per partition,
+    the records at offsets earlier hours read)."""
     earlier = _earlier_offset_dirs(layout, hour)
     if not earlier:
-        return distinct, {}
-    iv = spark.read.parquet(*earlier).select("topic", "partition", "lo", "hi")
+        return distinct, {}, {}, None
+    iv = (
+        spark.read.parquet(*earlier)
+        .select("topic", "partition", "lo", "hi")
+        .withColumn("_ivh", F.regexp_extract(F.input_file_name(), r"/offsets/hour=([^/]+)/", 1))
+    )
     cond = (
         (distinct["topic"] == iv["topic"])
         & (distinct["partition"] == iv["partition"])
         & distinct["offset"].between(iv["lo"], iv["hi"])
     )
-    seen = distinct.join(F.broadcast(iv), cond, "left_semi")
-    cross_dups = {
-        (r["topic"], r["partition"]): r["n"]
-        for r in seen.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
+    keys = ["topic", "partition", "offset", HASH]
+    seen = distinct.join(F.broadcast(iv), cond, "inner").select(
+        *[distinct[k] for k in keys], iv["_ivh"]
+    )
+    hit = {
+        (r["topic"], r["partition"], r["_ivh"]): r["n"]
+        for r in seen.groupBy("topic", "partition", "_ivh").agg(F.count("*").alias("n")).collect()
     }
-    return distinct.join(F.broadcast(iv), cond, "left_anti"), cross_dups
+    if not hit:
+        return distinct, {}, {}, None
+    hours = sorted({h for _, _, h in hit})
+    with_hashes = [h for h in hours if has_parquet(layout.offset_hashes(h))]
+    # hours decoded before contents were kept: an offset they read is a duplicate, as before
+    dup = seen.where(~F.col("_ivh").isin(with_hashes)).select(*keys)
+    if with_hashes:
+        hashes = spark.read.parquet(*[str(layout.offset_hashes(h)) for h in with_hashes])
+        same = seen.join(hashes.select(*keys), keys, "left_semi").select(*keys)
+        dup = dup.unionByName(same)
+    dup = dup.distinct()
+    counts: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
+    marked = seen.select(*keys).distinct().join(dup.withColumn("_dup", F.lit(True)), keys, "left")
+    for r in (
+        marked.groupBy("topic", "partition")
+        .agg(
+            F.count(F.col("_dup")).alias("dups"),
+            F.sum(F.when(F.col("_dup").isNull(), 1).otherwise(0)).alias("resets"),
+        )
+        .collect()
+    ):
+        counts[(r["topic"], r["partition"])] = {"dups": int(r["dups"]), "resets": int(r["resets"])}
+    cross_dups = {k: v["dups"] for k, v in counts.items() if v["dups"]}
+    resets = {k: v["resets"] for k, v in counts.items() if v["resets"]}
+    return distinct.join(dup, keys, "left_anti"), cross_dups, resets, seen
 
 
 def _carried_records(spark: SparkSession, carry_dir: Path) -> DataFrame:
@@ -262,12 +322,14 @@ def _read_staged(spark: SparkSession, inp: _Input, staging: Path) -> _Decoded:
     return _Decoded(stats, events_by_op, ddls, reasons, unreadable)
 
 
-def _write_offset_intervals(distinct: DataFrame, out: Path) -> None:
-    """Offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe."""
+def _write_offset_intervals(distinct: DataFrame, out: Path, hashes_out: Path) -> None:
+    """Offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe, and the
+    content hash read at each offset (read back only where a later hour meets the offset)."""
+    distinct.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
     w = Window.partitionBy("topic", "partition").orderBy("offset")
     intervals = (
         distinct.select("topic", "partition", "offset")
-        .withColumn("island", F.col("offset") - F.row_number().over(w))
+        .withColumn("island", F.col("offset") - F.dense_rank().over(w))
         .groupBy("topic", "partition", "island")
         .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
         .drop("island")
@@ -280,10 +342,15 @@ def _publish_outputs(layout: Layout, hour: datetime, staging: Path) -> None:
     replace_dir(staging / "kind=carry", layout.carry(hour))
     replace_dir(staging / "kind=quarantine", layout.quarantine(hour))
     replace_dir(staging / "offsets", layout.offsets(hour))
+    replace_dir(staging / "offset_hashes", layout.offset_hashes(hour))
 
 
 def _partition_counters(
-    key: PartitionKey, counted: dict[str, Any], decoder: dict[str, int], cross_dups: int
+    key: PartitionKey,
+    counted: dict[str, Any],
+    decoder: dict[str, int],
+    cross_dups: int,
+    resets: int,
 ) -> PartitionCounters:
     records = int(counted.get("records") or 0)
     return {
@@ -295,6 +362,7 @@ def _partition_counters(
         "max_offset": counted.get("max_offset"),
         "duplicates_in_hour": records - int(counted.get("distinct") or 0),
         "duplicates_cross_hour": int(cross_dups),
+        "offset_resets": int(resets),
         "decoder": dict(sorted(decoder.items())),
     }
 
@@ -304,7 +372,11 @@ def _counters(
 ) -> DecodeCounters:
     partitions = [
         _partition_counters(
-            key, inp.stats.get(key, {}), decoded.stats.get(key, {}), inp.cross_dups.get(key, 0)
+            key,
+            inp.stats.get(key, {}),
+            decoded.stats.get(key, {}),
+            inp.cross_dups.get(key, 0),
+            inp.resets.get(key, 0),
         )
         for key in sorted(set(inp.stats) | set(decoded.stats))
     ]
@@ -315,6 +387,7 @@ def _counters(
             Stat.BYTES,
             Stat.DUPLICATES_IN_HOUR,
             Stat.DUPLICATES_CROSS_HOUR,
+            Stat.OFFSET_RESETS,
         ):
             totals[stat] += int(p[stat.value])  # type: ignore[literal-required]
         for name, v in p["decoder"].items():

@@ -18,6 +18,8 @@ class Stat(StrEnum):
     BYTES = "bytes"
     DUPLICATES_IN_HOUR = "duplicates_in_hour"
     DUPLICATES_CROSS_HOUR = "duplicates_cross_hour"
+    OFFSET_RESETS = "offset_resets"
+    """Records at an offset read before with other content (kept: a topic re-created)."""
     UNREADABLE_LINES = "unreadable_lines"
     # the stream driver
     RECORDS_IN = "records_in"
@@ -92,6 +94,7 @@ class PartitionCounters(TypedDict):
     max_offset: int | None
     duplicates_in_hour: int
     duplicates_cross_hour: int
+    offset_resets: NotRequired[int]
     decoder: dict[str, int]
     """The stream driver's and the decoder's counters (`Stat` names and details)."""
 

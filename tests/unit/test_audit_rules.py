@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from recon.audit import rules
+from recon.config import AuditConfig
 from recon.decode.stats import DecodeCounters
 from recon.merge.result import MergeResult, TableMerge
 
@@ -103,6 +104,27 @@ def test_partition_findings_name_the_partition() -> None:
         ("duplicate", 2),
     ]
     assert "3 records delivered more than once" in found[2]["message"]
+
+
+def test_an_offset_reset_is_a_finding_that_fails_by_default() -> None:
+    p = {
+        "topic": "t",
+        "partition": 0,
+        "records": 5,
+        "bytes": 50,
+        "min_offset": 0,
+        "max_offset": 4,
+        "duplicates_in_hour": 0,
+        "duplicates_cross_hour": 0,
+        "offset_resets": 5,
+        "decoder": {},
+    }
+    row, found = rules.partition_report(p, rules.offset_gaps([(0, 4)], []))  # type: ignore[arg-type]
+    assert row["offset_resets"] == 5
+    assert [f["kind"] for f in found] == ["offset_reset"]
+    assert "acknowledge" in found[0]["message"]
+    verdict, _ = rules.judge(found, AuditConfig().fail_on)
+    assert verdict == "fail"
 
 
 def test_decoding_findings() -> None:
