@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 POINTS = ("merge:state-written", "publish:files-written", "merge:published")
+DECODE_POINTS = ("decode:staged", "decode:outputs-replaced")
 
 
 def checkpoint(name: str) -> None:

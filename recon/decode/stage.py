@@ -30,6 +30,7 @@ from recon.decode.base import DecodeContext
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
+from recon.faults import checkpoint
 from recon.layout import Layout, has_parquet, hour_text, read_json, replace_dir, write_json_atomic
 from recon.spark.session import arrow_ddl
 
@@ -107,7 +108,9 @@ def decode_hour(
     _decode_to_staging(spark, cfg, hour, inp, staging)
     decoded = _read_staged(spark, inp, staging)
     _write_offset_intervals(inp.distinct, staging / "offsets", staging / "offset_hashes")
+    checkpoint("decode:staged")
     _publish_outputs(layout, hour, staging)
+    checkpoint("decode:outputs-replaced")
     defs = fold_ddl(table_defs_before(cfg, hour), decoded.ddls)
     write_json_atomic(
         layout.schema(hour), {"tables": {k: v.to_json() for k, v in sorted(defs.items())}}
@@ -338,6 +341,9 @@ def _write_offset_intervals(distinct: DataFrame, out: Path, hashes_out: Path) ->
 
 
 def _publish_outputs(layout: Layout, hour: datetime, staging: Path) -> None:
+    # the counters say "decoded": gone while the outputs are replaced one by one, so a run
+    # killed in between leaves an hour that is not decoded, never old and new outputs mixed
+    layout.decode_counters(hour).unlink(missing_ok=True)
     replace_dir(staging / "kind=event", layout.events(hour))
     replace_dir(staging / "kind=carry", layout.carry(hour))
     replace_dir(staging / "kind=quarantine", layout.quarantine(hour))
