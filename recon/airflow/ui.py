@@ -10,7 +10,11 @@ Pages (HTML, no scripts: Airflow shows them in a sandboxed iframe):
   of the root are refused.
 
 Every route needs a logged-in Airflow user (`GetUserDep`: the UI's `_token` cookie or a bearer
-token); the pipelines come from the same folder the DAGs are built from.
+token) who may read the pipeline's DAG runs (`recon_<pipeline>`), asked of Airflow's auth
+manager as Airflow's own DAG run pages ask it (FAB roles with DAG-level permissions, teams of the
+simple auth manager, any other manager's policy): a user who may not gets 403 for the pipeline's
+pages and files, and the index lists only the pipelines the user may read. The pipelines come
+from the same folder the DAGs are built from.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the routes' annotations (GetUserDep)
@@ -71,9 +75,13 @@ def hour_reports(cfg: PipelineConfig, limit: int = MAX_HOURS_LISTED) -> list[dic
             out.append({"hour": h, "verdict": "fail", "findings": [{"kind": kind}], "run_id": None})
         elif f.is_file():
             try:
-                out.append(json.loads(f.read_text()))
+                rep = json.loads(f.read_text())
             except ValueError:
-                out.append({"hour": h, "verdict": "unreadable", "findings": [], "run_id": None})
+                rep = None
+            if not isinstance(rep, dict) or not {"hour", "verdict"} <= rep.keys():
+                # torn, hand-edited or not a report: shown as such, never a page error
+                rep = {"hour": h, "verdict": "unreadable", "findings": [], "run_id": None}
+            out.append(rep)
     return out
 
 
@@ -141,6 +149,27 @@ def run_page(cfg: PipelineConfig, run_id: str) -> str:
     )
 
 
+def may_read(user: Any, dag_id: str) -> bool:
+    """Whether Airflow's auth manager lets `user` read the runs of `dag_id` (the check Airflow's
+    own DAG run endpoints make, with the DAG's team where teams are on)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+    from airflow.models.dag import DagModel
+
+    team = DagModel.get_team_name(dag_id)  # None: teams off, or a DAG not parsed yet
+    return bool(
+        get_auth_manager().is_authorized_dag(
+            method="GET",
+            access_entity=DagAccessEntity.RUN,
+            details=DagDetails(id=dag_id, team_name=team),
+            user=user,
+        )
+    )
+
+
 def create_app() -> Any:
     """The FastAPI app (Airflow imports fastapi; this module does not need it otherwise)."""
     from fastapi import FastAPI, HTTPException
@@ -155,30 +184,35 @@ def create_app() -> Any:
 
     app = FastAPI(title="recon audit reports", docs_url=None, redoc_url=None, openapi_url=None)
 
-    def _cfg(dag_id: str) -> PipelineConfig:
+    def _cfg(dag_id: str, user: Any) -> PipelineConfig:
         name = dag_id.removeprefix("recon_")
         cfg = pipelines().get(name)
         if cfg is None or not dag_id.startswith("recon_"):
             raise HTTPException(404, f"{dag_id} is not a recon pipeline DAG")
+        if not may_read(user, cfg.dag_id):
+            raise HTTPException(403, f"you may not read the runs of DAG {cfg.dag_id}")
         return cfg
 
     @app.get("/", response_class=HTMLResponse)
     def index(user: GetUserDep) -> str:
-        return index_page(pipelines())
+        mine = {n: c for n, c in pipelines().items() if may_read(user, c.dag_id)}
+        return index_page(mine)
 
     @app.get("/dags/{dag_id}", response_class=HTMLResponse)
     def dag(dag_id: str, user: GetUserDep) -> str:
-        return dag_page(_cfg(dag_id))
+        return dag_page(_cfg(dag_id, user))
 
     @app.get("/dags/{dag_id}/runs/{run_id}", response_class=HTMLResponse)
     def run(dag_id: str, run_id: str, user: GetUserDep) -> str:
-        return run_page(_cfg(dag_id), run_id)
+        return run_page(_cfg(dag_id, user), run_id)
 
     @app.get("/files/{pipeline}/{rel:path}")
     def files(pipeline: str, rel: str, user: GetUserDep) -> FileResponse:
         cfg = pipelines().get(pipeline)
         if cfg is None:
             raise HTTPException(404, f"no pipeline {pipeline!r}")
+        if not may_read(user, cfg.dag_id):
+            raise HTTPException(403, f"you may not read the runs of DAG {cfg.dag_id}")
         try:
             target = safe_path(cfg.layout.audit_root, rel)
         except PathRefused as err:
