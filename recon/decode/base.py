@@ -53,6 +53,10 @@ class Sink:
     UPDATE_BEFOR): each must leave by `consume`, `bad` or the carry `finish` returns."""
     released: dict[tuple[str, int, int], RawRecord] = field(default_factory=dict)
     """Records consumed during the current feed (counted by the stream driver after it)."""
+    shadows: list[Event] = field(default_factory=list)
+    """Events of records carried to the next hour that take effect in this hour only if the
+    decode stage finds their partner in another partition (kind `pairable`; a DataWorks
+    UPDATE_BEFOR whose UPDATE_AFTER went to another partition)."""
 
     def hold(self, rec: RawRecord) -> None:
         """The decoder keeps `rec` for later (it is not consumed by this feed)."""

@@ -106,7 +106,9 @@ def decode_hour(
     if staging.exists():
         shutil.rmtree(staging)
     _decode_to_staging(spark, cfg, hour, inp, staging)
+    paired = _pair_across_partitions(spark, staging)
     decoded = _read_staged(spark, inp, staging)
+    _count_paired(decoded, paired)
     _write_offset_intervals(inp.distinct, staging / "offsets", staging / "offset_hashes")
     checkpoint("decode:staged")
     _publish_outputs(layout, hour, staging)
@@ -292,6 +294,55 @@ def _stage_unreadable(unreadable: DataFrame, decoded: DataFrame, staging: Path) 
             bad = bad.withColumn(f.name, F.lit(None).cast(decoded.schema[f.name].dataType))
     out_cols = [f.name for f in OUTPUT_SCHEMA]
     bad.select(*out_cols).write.mode("append").partitionBy("kind").parquet(str(staging))
+
+
+def _pair_across_partitions(spark: SparkSession, staging: Path) -> dict[PartitionKey, int]:
+    """Records a decoder carried with a `pairable` event (a DataWorks UPDATE_BEFOR waiting for
+    its UPDATE_AFTER) whose partner came in another partition of the hour (an AFTER of the
+    same table and sequenceId that found no BEFOR): their event joins the hour's events and
+    they leave the carry. A topic partitioned by primary key does this to every update that
+    changes the key. Returns how many per (topic, partition) of the carried record."""
+    shadows, events = staging / "kind=pairable", staging / "kind=event"
+    if not (has_parquet(shadows) and has_parquet(events)):
+        return {}
+    seq = F.substring("order_key", 1, 16)  # the sequenceId part of the order key
+    lonely_afters = (
+        spark.read.parquet(str(events))
+        .where((F.col("op") == "update") & F.col("before").isNull())
+        .select("db", "tbl", seq.alias("_seq"))
+        .distinct()
+    )
+    pairable = spark.read.parquet(str(shadows))
+    matched = pairable.withColumn("_seq", seq).join(
+        lonely_afters, ["db", "tbl", "_seq"], "left_semi"
+    )
+    coords = matched.select("topic", "partition", "offset").persist()
+    counts = {
+        (r["topic"], r["partition"]): int(r["n"])
+        for r in coords.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
+    }
+    if counts:
+        matched.drop("_seq").write.mode("append").parquet(str(events))
+        carry = staging / "kind=carry"
+        kept = spark.read.parquet(str(carry)).join(
+            coords, ["topic", "partition", "offset"], "left_anti"
+        )
+        kept.write.parquet(str(staging / "carry_kept"))
+        shutil.rmtree(carry)
+        (staging / "carry_kept").rename(carry)
+    coords.unpersist()
+    shutil.rmtree(shadows)
+    return counts
+
+
+def _count_paired(decoded: _Decoded, paired: dict[PartitionKey, int]) -> None:
+    """The paired records were carried out by their decoder; now they are consumed."""
+    for key, n in paired.items():
+        st = decoded.stats[key]
+        st[Stat.RECORDS_CARRIED_OUT] = st.get(Stat.RECORDS_CARRIED_OUT, 0) - n
+        st[Stat.UPDATE_BEFOR_CARRIED] = st.get(Stat.UPDATE_BEFOR_CARRIED, 0) - n
+        st[Stat.RECORDS_CONSUMED] = st.get(Stat.RECORDS_CONSUMED, 0) + n
+        st[Stat.UPDATE_BEFOR_PAIRED_ACROSS_PARTITIONS] = n
 
 
 def _read_staged(spark: SparkSession, inp: _Input, staging: Path) -> _Decoded:

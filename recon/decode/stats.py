@@ -63,6 +63,12 @@ class Stat(StrEnum):
     UPDATE_PAIRS_JOINED = "update_pairs_joined"
     UPDATE_BEFOR_CARRIED = "update_befor_carried"
     UPDATE_BEFOR_REPEATED = "update_befor_repeated"
+    UPDATE_BEFOR_APPLIED_ALONE = "update_befor_applied_alone"
+    """An UPDATE_BEFOR whose UPDATE_AFTER never came in its partition (a key-changing update
+    of a topic partitioned by key), applied as the removal of its key."""
+    UPDATE_BEFOR_PAIRED_ACROSS_PARTITIONS = "update_befor_paired_across_partitions"
+    """An UPDATE_BEFOR whose UPDATE_AFTER (same sequenceId) came in another partition of the
+    hour: applied as the removal of its key, in the hour."""
     UPDATE_AFTER_UNPAIRED = "update_after_unpaired"
 
 

@@ -49,6 +49,11 @@ def _drain(sink: Sink, carry: list[RawRecord]) -> list[dict[str, object]]:
         rows.append(_raw_row("quarantine", rec, reason=reason, **extra))
     for rec in carry:
         rows.append(_raw_row("carry", rec, skip=rec.skip))
+    for ev in sink.shadows:
+        r = ev.as_row()
+        r["kind"] = "pairable"
+        rows.append(r)
+    sink.shadows.clear()
     sink.events.clear()
     sink.quarantine.clear()
     carry.clear()

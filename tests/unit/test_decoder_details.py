@@ -303,6 +303,29 @@ def test_dataworks_sequence_id_is_compared_as_a_number_and_pairs_join() -> None:
     ]
 
 
+def test_a_dataworks_befor_its_partition_went_past_is_applied_as_the_removal_of_its_key() -> None:
+    befor = _dw("UPDATE_BEFOR", "2000", before={"id": 7, "v": "x", "d": 0})
+    fresh = _run([befor], "dataworks_json")
+    assert [c["offset"] for c in fresh["carry"]] == [0] and not fresh["events"]
+    carried = RawRecord("db1.shop.t", 0, 0, None, befor, 0, carried=True)
+    assert [r["kind"] for r in decode_records([carried], "dataworks_json").to_pylist()].count(
+        "carry"
+    ) == 1  # still the partition's last record: its AFTER may come later
+    later = _dw("INSERT", "2001", after={"id": 9, "v": "z", "d": 0})
+    out = decode_records(
+        [carried, RawRecord("db1.shop.t", 0, 1, None, later, 0)], "dataworks_json"
+    ).to_pylist()
+    (ev,) = [r for r in out if r["kind"] == "event" and r["op"] == "delete"]
+    assert dict(ev["before"])["id"] == "7" and ev["after"] is None
+    assert not [r for r in out if r["kind"] == "carry"]
+    stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
+    assert stats["update_befor_applied_alone"] == 1 and stats["records_consumed"] == 2
+    # ordered just before its AFTER: the same sequenceId, flag 0 against the AFTER's 1
+    after = _run([_dw("UPDATE_AFTER", "2000", after={"id": 8, "v": "y", "d": 0})], "dataworks_json")
+    assert ev["order_key"] < after["events"][0]["order_key"]
+    assert ev["order_key"][:16] == after["events"][0]["order_key"][:16]
+
+
 # -- Canal flat -------------------------------------------------------------------------------
 def test_canal_flat_update_before_is_data_overlaid_with_old_and_binary_is_latin1() -> None:
     msg = {

@@ -53,6 +53,10 @@ class DataworksJsonDecoder(JsonStreamDecoder):
     def __init__(self, ctx: DecodeContext, sink: Sink) -> None:
         super().__init__(ctx, sink)
         self.pending: dict[str, tuple[RawRecord, Event]] = {}
+        self.passed: set[str] = set()
+        """Waiting UPDATE_BEFORs followed in their partition by another row change."""
+        self.unfollowed: set[str] = set()
+        """Waiting UPDATE_BEFORs no record has followed yet."""
 
     def accepts(self, msg: Any) -> str | None:
         if not isinstance(msg, dict) or not isinstance(msg.get("payload"), dict):
@@ -192,10 +196,49 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         ev.types = merged
         self.sink.count(rec, Stat.UPDATE_PAIRS_JOINED)
 
+    def feed(self, rec: RawRecord) -> None:
+        # the record right after a waiting UPDATE_BEFOR decides: the producer writes an
+        # update's AFTER right after its BEFOR, so another row change there means the AFTER
+        # went to another partition; a damaged or control record proves nothing (it waits)
+        first = {k: r for k, (r, _) in self.pending.items() if k in self.unfollowed}
+        emitted = len(self.sink.events)
+        super().feed(rec)
+        row_change = len(self.sink.events) > emitted or any(
+            r is rec for r, _ in self.pending.values()
+        )
+        for k, r in first.items():
+            self.unfollowed.discard(k)
+            if row_change and k in self.pending and self.pending[k][0] is r:
+                self.passed.add(k)
+        for k, (r, _) in self.pending.items():
+            if r is rec:
+                self.unfollowed.add(k)
+                self.passed.discard(k)
+
     def finish(self) -> list[RawRecord]:
+        """An UPDATE_BEFOR still waiting that another row change followed in its partition has
+        no partner in this partition (see `feed`): a topic partitioned by primary key puts a key-changing update's AFTER (new
+        key) in another partition. It is applied alone, as the removal of its key ordered just
+        before its AFTER (its order key): whatever the AFTER did, the merge then ends right
+        (same key: the AFTER's upsert wins; another key: the old one is gone). One that is the
+        partition's last record of the hour is carried (its AFTER may be cut off by the hour)
+        and offered to the decode stage, which applies it in this hour when its AFTER (same
+        table and sequenceId) came in another partition of the hour."""
         carry = []
-        for rec, _ev in self.pending.values():
+        for key, (rec, ev) in self.pending.items():
+            if key in self.passed:
+                ev.op, ev.after = "delete", None
+                self.sink.events.append(ev)
+                self.sink.consume(rec)
+                self.sink.count(rec, Stat.UPDATE_BEFOR_APPLIED_ALONE)
+                continue
             rec.skip = 0
             carry.append(rec)
             self.sink.count(rec, Stat.UPDATE_BEFOR_CARRIED)
+            # its AFTER may be in another partition of this hour: the decode stage pairs them
+            ev.op, ev.after = "delete", None
+            self.sink.shadows.append(ev)
+        self.pending.clear()
+        self.passed.clear()
+        self.unfollowed.clear()
         return carry
