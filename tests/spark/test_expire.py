@@ -109,24 +109,26 @@ def test_expiry_keeps_the_version_a_kept_hour_needs_and_rollback_restores_it(
     assert {r["v"] for r in export_rows(cfg, "s.a")} == {"h1"}
 
 
+def _three_hours(spark: Any, cfg: Any) -> list[list[dict[str, Any]]]:
+    """Hours 0-2 merged, each rewriting keys 0-3 of s.a; the table's rows after each."""
+    versions = []
+    for i in range(3):
+        evs = [
+            event(i * 10 + k, "s.a", "insert", None, {"id": k, "v": f"h{i}"}, T) for k in range(4)
+        ]
+        write_hour(cfg, hour(i), evs)
+        merge_hour(spark, cfg, hour(i), buckets=4)
+        versions.append(list(export_rows(cfg, "s.a")))
+    return versions
+
+
 def test_rollback_after_an_earlier_hour_is_merged_again_restores_that_hours_content(
     spark, tmp_path: Path, capsys
 ) -> None:
     """Hours 0-2 merged, then hour 1 merged again (a cleared run): its new version is labelled
     hour 1 but holds hour 2's changes; rolling back to hour 1 must undo hour 2."""
     cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
-    versions = []
-    for i in range(3):
-        write_hour(
-            cfg,
-            hour(i),
-            [
-                event(i * 10 + k, "s.a", "insert", None, {"id": k, "v": f"h{i}"}, T)
-                for k in range(4)
-            ],
-        )
-        merge_hour(spark, cfg, hour(i), buckets=4)
-        versions.append(list(export_rows(cfg, "s.a")))
+    versions = _three_hours(spark, cfg)
     merge_hour(spark, cfg, hour(1), buckets=4)  # the state (and table) still ends at hour 2
     assert list(export_rows(cfg, "s.a")) == versions[2]
     assert list(export_rows(cfg, "s.a", hour=format_hour(hour(1)))) == versions[1]
@@ -139,16 +141,7 @@ def test_rollback_after_an_earlier_hour_is_merged_again_restores_that_hours_cont
 
 def test_rollback_refuses_when_the_hours_version_is_gone(spark, tmp_path: Path, capsys) -> None:
     cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
-    for i in range(3):
-        write_hour(
-            cfg,
-            hour(i),
-            [
-                event(i * 10 + k, "s.a", "insert", None, {"id": k, "v": f"h{i}"}, T)
-                for k in range(4)
-            ],
-        )
-        merge_hour(spark, cfg, hour(i), buckets=4)
+    _three_hours(spark, cfg)
     rows, man = list(export_rows(cfg, "s.a")), load_manifest(cfg)
     table = load_table(cfg, "s.a")
     h1 = load_manifest_at(cfg, 1)["tables"]["s.a"]["snapshot_id"]
