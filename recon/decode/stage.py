@@ -380,9 +380,11 @@ def _write_offset_intervals(distinct: DataFrame, out: Path, hashes_out: Path) ->
     """Offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe, and the
     content hash read at each offset (read back only where a later hour meets the offset)."""
     distinct.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
+    # the intervals from what was just written, not from the dumps again (one scan, not two)
+    seen = distinct.sparkSession.read.parquet(str(hashes_out))
     w = Window.partitionBy("topic", "partition").orderBy("offset")
     intervals = (
-        distinct.select("topic", "partition", "offset")
+        seen.select("topic", "partition", "offset")
         .withColumn("island", F.col("offset") - F.dense_rank().over(w))
         .groupBy("topic", "partition", "island")
         .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))

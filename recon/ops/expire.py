@@ -74,7 +74,7 @@ def kept_states(cfg: PipelineConfig, cutoff: str) -> list[Manifest]:
     return kept
 
 
-def expire_state(cfg: PipelineConfig, cutoff: str) -> dict[str, Any]:
+def expire_state(cfg: PipelineConfig, cutoff: str, kept: list[Manifest]) -> dict[str, Any]:
     base = cfg.layout.merge
     saved_dir = cfg.layout.saved_manifests
     dropped_states = 0
@@ -84,7 +84,7 @@ def expire_state(cfg: PipelineConfig, cutoff: str) -> dict[str, Any]:
             dropped_states += 1
     referenced = {
         (base / f["path"]).resolve()
-        for m in kept_states(cfg, cutoff)
+        for m in kept
         for t in m["tables"].values()
         for f in t["files"].values()
     }
@@ -193,8 +193,8 @@ def _expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
     if not hours:
         raise ReconError(f"pipeline {cfg.name} has no merged hour yet; nothing to expire")
     cutoff = format_hour(parse_hour(hours[-1]) - timedelta(hours=keep_hours - 1))
-    out: dict[str, Any] = {"cutoff": cutoff, "state": expire_state(cfg, cutoff), "tables": {}}
-    kept = kept_states(cfg, cutoff)
+    kept = kept_states(cfg, cutoff)  # read once: the state and the tables keep the same ones
+    out: dict[str, Any] = {"cutoff": cutoff, "state": expire_state(cfg, cutoff, kept), "tables": {}}
     for name in cfg.tables:
         if is_published(cfg, name):
             out["tables"][name] = expire_table(cfg, name, cutoff, kept)
