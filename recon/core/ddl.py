@@ -295,6 +295,7 @@ def read_create_table(sql: str) -> tuple[Target, TableDef]:
             name, mysql_type = _column(item)
             tdef.columns.append(name)
             tdef.types[name] = mysql_type
+            _note_default(tdef, item, name, mysql_type)
             if _has_pk_constraint(item) and not tdef.primary_key:
                 tdef.primary_key = [name]
         elif (pk := _primary_key(item)) is not None:
@@ -313,6 +314,62 @@ def _column(cd: exp.ColumnDef) -> tuple[str, str]:
     if any(_is_zerofill(c) for c in cd.args.get("constraints") or []) and "unsigned" not in text:
         text += " unsigned"  # ZEROFILL implies UNSIGNED
     return cd.name, text
+
+
+_IMPLICIT_DEFAULTS = {
+    "date": "0000-00-00",
+    "datetime": "0000-00-00 00:00:00",
+    "timestamp": "0000-00-00 00:00:00",
+    "time": "00:00:00",
+    "year": "0000",
+}
+
+
+def column_default(cd: exp.ColumnDef, mysql_type: str) -> tuple[str | None, str | None]:
+    """(what existing rows read in a column added with this definition, as SQL value text;
+    the default's text when it cannot be evaluated here). A NOT NULL column without DEFAULT
+    reads the type's implicit default: 0, '', the zero date, an ENUM's first member."""
+    default: Any = None
+    not_null = False
+    for c in cd.args.get("constraints") or []:
+        kind = c.kind if isinstance(c, exp.ColumnConstraint) else None
+        if isinstance(kind, exp.DefaultColumnConstraint):
+            default = kind.this
+        elif isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get("allow_null"):
+            not_null = True
+    if default is None:
+        return (_implicit_default(cd, mysql_type) if not_null else None), None
+    if isinstance(default, exp.Null):
+        return None, None
+    if isinstance(default, exp.Boolean):
+        return ("1" if default.this else "0"), None
+    neg = isinstance(default, exp.Neg) and isinstance(default.this, exp.Literal)
+    lit = default.this if neg else default
+    if isinstance(lit, exp.Literal):
+        return ("-" if neg else "") + str(lit.this), None
+    return None, default.sql(dialect="mysql")
+
+
+def _implicit_default(cd: exp.ColumnDef, mysql_type: str) -> str:
+    kind = cd.args.get("kind")
+    base = mysql_type.split("(")[0].split()[0]
+    if base == "enum" and isinstance(kind, exp.DataType) and kind.expressions:
+        first = kind.expressions[0]
+        return str(first.this) if isinstance(first, exp.Literal) else ""
+    if base in _IMPLICIT_DEFAULTS:
+        return _IMPLICIT_DEFAULTS[base]
+    text = ("char", "varchar", "text", "tinytext", "mediumtext", "longtext", "json", "set")
+    binary = ("binary", "varbinary", "blob", "tinyblob", "mediumblob", "longblob")
+    return "" if base in text or base in binary else "0"
+
+
+def _note_default(tdef: TableDef, cd: exp.ColumnDef, name: str, mysql_type: str) -> None:
+    value, unknown = column_default(cd, mysql_type)
+    tdef.defaults.pop(name, None)
+    if value is not None:
+        tdef.defaults[name] = value
+    if unknown is not None:
+        tdef.unknown_defaults[name] = unknown
 
 
 def _is_zerofill(c: Any) -> bool:
@@ -355,7 +412,9 @@ def read_alter_table(sql: str, tdef: TableDef) -> tuple[Target, TableDef] | None
     if kind is None or kind[0] != "alter":
         return None
     target, i = _table_name(tokens, kind[1])
-    new = TableDef(list(tdef.columns), dict(tdef.types), list(tdef.primary_key))
+    new = TableDef(
+        list(tdef.columns), dict(tdef.types), list(tdef.primary_key), dict(tdef.defaults)
+    )
     for lo, hi in _split_commas(tokens, i, len(tokens)):
         _alter_action(new, sql, tokens, lo, hi)
     return target, new
@@ -415,6 +474,7 @@ def _drop_action(new: TableDef, sql: str, tokens: list[Token], lo: int, hi: int)
     if name in new.types:
         new.columns.remove(name)
         del new.types[name]
+        new.defaults.pop(name, None)
         new.primary_key = [k for k in new.primary_key if k != name]
     elif not exists:
         raise DdlError(f"DROP COLUMN {name}: the table definition in force has no such column")
@@ -479,6 +539,7 @@ def _add_column(new: TableDef, cd: exp.ColumnDef) -> None:
         return
     new.columns.insert(_position(new, cd, len(new.columns)), name)
     new.types[name] = mysql_type
+    _note_default(new, cd, name, mysql_type)
     if _has_pk_constraint(cd):
         new.primary_key = [name]
 
@@ -518,6 +579,10 @@ def _rename(new: TableDef, old: str, to: str, if_exists: bool) -> None:
         raise DdlError(f"RENAME COLUMN {old}: the table definition in force has no such column")
     new.columns[new.columns.index(old)] = to
     new.types[to] = new.types.pop(old)
+    if old in new.defaults:
+        new.defaults[to] = new.defaults.pop(old)
+    first = next((k for k, v in new.renames.items() if v == old), old)
+    new.renames[first] = to
     new.primary_key = [to if k == old else k for k in new.primary_key]
 
 

@@ -2,16 +2,21 @@
 state keeps (contract 4: DECIMAL exact, BIGINT UNSIGNED without overflow, BLOB bytes, DATETIME
 without zone, TIMESTAMP in UTC).
 
-A table's schema only grows: a column seen for the first time (from DDL, from a new key in an
-image, from the snapshot) is appended and the version goes up; rows written before it read NULL.
-A column whose logical type was `unknown` (text without type information) takes the first real
-type that arrives; any other type change keeps the published type and is recorded in the history.
+A column seen for the first time (from DDL, from a new key in an image, from the snapshot) is
+appended and the version goes up; rows written before it read the column's initial default (from
+the DDL that added it: its DEFAULT, or the implicit one of a NOT NULL column), else NULL. DDL in
+the stream also renames and drops columns, as the database does. A column whose logical type was
+`unknown` (text without type information) takes the first real type that arrives; a promotion
+Iceberg allows is applied; any other type change keeps the published type and is recorded in the
+history.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 _DECIMAL_RE = re.compile(r"^decimal\((\d+),(\d+)\)$")
@@ -84,6 +89,25 @@ def cast_expr(column_sql: str, logical: str) -> str:
     return f"try_cast({x} as {t})"
 
 
+def canonical_default(text: str, logical: str) -> str | None:
+    """A DEFAULT literal as the canonical text a decoder gives a value of the column (so an
+    image that carries the default and a row that reads it are the same row); None when the
+    literal is not a value of the type."""
+    try:
+        if logical in _SPARK and _SPARK[logical] in ("int", "bigint") or logical == "uint64":
+            return str(int(Decimal(text)))
+        m = _DECIMAL_RE.match(logical)
+        if m:
+            return str(Decimal(text).quantize(Decimal(1).scaleb(-int(m.group(2)))))
+    except (InvalidOperation, ValueError):
+        return None
+    if logical == "binary":
+        return base64.b64encode(text.encode()).decode()
+    if logical == "datetime" and len(text) == 10:
+        return text + " 00:00:00"
+    return text
+
+
 @dataclass
 class TableSchema:
     """Columns in source order with their logical types, the key, and a version per change."""
@@ -94,6 +118,14 @@ class TableSchema:
     version: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     declared: list[str] = field(default_factory=list)  # typed by the config's `ddl:`: final
+    defaults: dict[str, str] = field(default_factory=dict)
+    """Column -> what rows written before the column was added read (canonical text)."""
+    former: dict[str, str] = field(default_factory=dict)
+    """Earlier name -> current name of renamed columns (images from before a rename)."""
+    dropped: list[str] = field(default_factory=list)
+    """Columns DDL dropped (images from before the drop still carry them)."""
+    ddl_through: str = ""
+    """Order key (hex) of the last DDL applied: an hour run again does not apply it twice."""
 
     @property
     def multiset(self) -> bool:
@@ -112,6 +144,8 @@ class TableSchema:
         for c in cols:
             t = types.get(c) or "unknown"
             if c not in index:
+                self.former.pop(c, None)  # a new column of a name an earlier one had
+                self.dropped = [d for d in self.dropped if d != c]
                 index[c] = len(self.columns)
                 self.columns.append((c, t))
                 changed.append(f"add {c} {t}")
@@ -119,6 +153,9 @@ class TableSchema:
             old = self.columns[index[c]][1]
             if old == t or t == "unknown" or c in self.declared:
                 continue
+            if old != "unknown" and widens(spark_type(t), spark_type(old)):
+                continue  # same published type: the first logical type stays (a message that
+                # types a BIGINT UNSIGNED as DECIMAL(20,0) must not turn it into a decimal)
             if old == "unknown" or widens(spark_type(old), spark_type(t)):
                 self.columns[index[c]] = (c, t)
                 if spark_type(old) != spark_type(t):
@@ -132,9 +169,51 @@ class TableSchema:
                     }
                 )
         if changed:
-            self.version += 1
-            self.history.append({"version": self.version, "change": "; ".join(changed), "why": why})
+            self._record("; ".join(changed), why)
         return bool(changed)
+
+    def _record(self, change: str, why: str) -> None:
+        self.version += 1
+        self.history.append({"version": self.version, "change": change, "why": why})
+
+    def rename(self, old: str, new: str, why: str) -> bool:
+        """RENAME COLUMN / CHANGE old new, as the database did it (values kept)."""
+        at = [i for i, (c, _) in enumerate(self.columns) if c == old]
+        if not at or self.logical(new) is not None:
+            return False
+        self.columns[at[0]] = (new, self.columns[at[0]][1])
+        self.primary_key = [new if k == old else k for k in self.primary_key]
+        self.declared = [new if k == old else k for k in self.declared]
+        if old in self.defaults:
+            self.defaults[new] = self.defaults.pop(old)
+        self.former = {k: (new if v == old else v) for k, v in self.former.items() if k != new}
+        self.former[old] = new
+        self.dropped = [c for c in self.dropped if c != new]
+        self._record(f"rename {old} -> {new}", why)
+        return True
+
+    def drop(self, col: str, why: str) -> bool:
+        """DROP COLUMN: the published table drops it too (earlier versions keep it)."""
+        if self.logical(col) is None or col in self.primary_key:
+            return False
+        self.columns = [(c, t) for c, t in self.columns if c != col]
+        self.declared = [c for c in self.declared if c != col]
+        self.defaults.pop(col, None)
+        self.former = {k: v for k, v in self.former.items() if v != col}
+        self.dropped.append(col)
+        self._record(f"drop {col}", why)
+        return True
+
+    def retype(self, col: str, logical: str, why: str) -> bool:
+        """MODIFY/CHANGE to another type in DDL of the stream: newer than a `ddl:` in the
+        config, so it applies to declared columns too (promotions only; otherwise the conflict
+        is recorded and the published type stays)."""
+        declared = self.declared
+        self.declared = [c for c in declared if c != col]
+        try:
+            return self.observe([col], {col: logical}, why)
+        finally:
+            self.declared = declared
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,6 +223,10 @@ class TableSchema:
             "version": self.version,
             "history": self.history,
             "declared": self.declared,
+            "defaults": self.defaults,
+            "former": self.former,
+            "dropped": self.dropped,
+            "ddl_through": self.ddl_through,
         }
 
     @classmethod
@@ -155,4 +238,8 @@ class TableSchema:
             int(d["version"]),
             list(d.get("history", [])),
             list(d.get("declared", [])),
+            dict(d.get("defaults", {})),
+            dict(d.get("former", {})),
+            list(d.get("dropped", [])),
+            str(d.get("ddl_through", "")),
         )

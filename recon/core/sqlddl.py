@@ -18,9 +18,17 @@ class TableDef:
     columns: list[str] = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)  # column -> MySQL type text
     primary_key: list[str] = field(default_factory=list)
+    defaults: dict[str, str] = field(default_factory=dict)
+    """What rows that existed before a column was added read in it (its DEFAULT literal, or the
+    implicit default of a NOT NULL column: 0, '', the zero date); absent = NULL or not known."""
     unreadable: str | None = None
     """Set when a DDL of this table could not be read: its columns are unknown from then on
     (until a CREATE TABLE in the stream or the config's `ddl:` defines them again)."""
+    renames: dict[str, str] = field(default_factory=dict, compare=False)
+    """Filled by an ALTER TABLE read: old name -> new name of the columns it renamed."""
+    unknown_defaults: dict[str, str] = field(default_factory=dict, compare=False)
+    """Filled by an ALTER TABLE read: columns added with a default it cannot evaluate
+    (CURRENT_TIMESTAMP, an expression) -> the default's text."""
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -28,6 +36,8 @@ class TableDef:
             "types": self.types,
             "primary_key": self.primary_key,
         }
+        if self.defaults:
+            out["defaults"] = self.defaults
         if self.unreadable:
             out["unreadable"] = self.unreadable
         return out
@@ -38,6 +48,7 @@ class TableDef:
             list(d.get("columns") or []),
             dict(d.get("types") or {}),
             list(d.get("primary_key") or []),
+            dict(d.get("defaults") or {}),
             d.get("unreadable") or None,
         )
 

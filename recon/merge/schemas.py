@@ -1,17 +1,19 @@
 """The schema of each merged table after an hour: the manifest's, or a new one from the config;
-then the hour's DDL (ADD COLUMN) and the columns and types its images carry."""
+then the hour's DDL (ADD, DROP, RENAME, MODIFY/CHANGE COLUMN) and the columns and types its
+images carry. Images are brought into the schema's columns (`normalize_images`) before they are
+merged, so a row keeps its identity across a schema change."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig, TableConfig
 from recon.core.ddl import apply_alter_table
-from recon.core.schema import TableSchema
+from recon.core.schema import TableSchema, canonical_default
 from recon.core.sqlddl import TableDef
 from recon.core.values import mysql_logical_type
 from recon.layout import hour_text
@@ -20,8 +22,9 @@ from recon.merge.manifest import Manifest
 
 def resolve_schemas(
     cfg: PipelineConfig, man: Manifest, events: DataFrame, hour: datetime, names: list[str]
-) -> tuple[dict[str, TableSchema], dict[str, bool]]:
-    """(schema per table, whether it changed this hour) for the tables merged."""
+) -> tuple[dict[str, TableSchema], dict[str, bool], DataFrame]:
+    """(schema per table, whether it changed this hour, the events with their images in the
+    columns of the schema: renamed, dropped and added columns as the database applied them)."""
     schemas: dict[str, TableSchema] = {}
     changed: dict[str, bool] = {}
     for name in names:
@@ -35,9 +38,51 @@ def resolve_schemas(
     mine = events.where(F.col("table").isin(names))
     for name in _apply_ddl(schemas, mine, hour):
         changed[name] = True
+    events = normalize_images(events, schemas)
+    mine = events.where(F.col("table").isin(names))
     for name in _observe_images(schemas, man, mine, hour):
         changed[name] = True
-    return schemas, changed
+    return schemas, changed, events
+
+
+def normalize_image(img: Column, table: Column, schemas: dict[str, TableSchema]) -> Column:
+    """An image map in the table's current columns: keys of renamed columns renamed, dropped
+    columns left out, and a column added with a default filled in when the image predates it
+    (the database gave every existing row that value)."""
+    out = img
+    for name, s in schemas.items():
+        if not (s.former or s.dropped or s.defaults):
+            continue
+        fixed = _in_columns(img, s)
+        out = F.when((table == name) & img.isNotNull(), fixed).otherwise(out)
+    return out
+
+
+def _in_columns(img: Column, s: TableSchema) -> Column:
+    fixed = img
+    if s.former:
+        names = lit_map_str(s.former)
+        fixed = F.transform_keys(fixed, lambda k, _v: F.coalesce(names[k], k))
+    if s.dropped:
+        gone = F.array(*[F.lit(c) for c in s.dropped])
+        fixed = F.map_filter(fixed, lambda k, _v: ~F.array_contains(gone, k))
+    if s.defaults:
+        have = fixed
+        missing = F.map_filter(lit_map_str(s.defaults), lambda k, _v: ~F.map_contains_key(have, k))
+        fixed = F.map_concat(fixed, missing)
+    return fixed
+
+
+def lit_map_str(d: dict[str, str]) -> Column:
+    return F.create_map(*[F.lit(x) for kv in sorted(d.items()) for x in kv])
+
+
+def normalize_images(events: DataFrame, schemas: dict[str, TableSchema]) -> DataFrame:
+    if not any(s.former or s.dropped or s.defaults for s in schemas.values()):
+        return events
+    for img in ("before", "after"):
+        events = events.withColumn(img, normalize_image(F.col(img), F.col("table"), schemas))
+    return events
 
 
 def initial_schema(name: str, tcfg: TableConfig) -> TableSchema:
@@ -51,27 +96,68 @@ def initial_schema(name: str, tcfg: TableConfig) -> TableSchema:
         s.primary_key = s.primary_key or list(tdef.primary_key)
         if tcfg.ddl:
             s.declared = list(tdef.columns)
+        for c, value in tdef.defaults.items():
+            default = canonical_default(value, s.logical(c) or "unknown")
+            if default is not None:
+                s.defaults[c] = default
     return s
 
 
 def _apply_ddl(schemas: dict[str, TableSchema], mine: DataFrame, hour: datetime) -> set[str]:
-    """Columns the hour's DDL adds, in source order; the tables whose schema changed."""
+    """The hour's ALTER TABLEs in source order: columns added (with the default existing rows
+    read), renamed, dropped and retyped; the tables whose schema changed."""
     changed = set()
-    ddl_rows = mine.where(F.col("op") == "ddl").orderBy("order_key").select("table", "ddl")
-    for r in ddl_rows.collect():
+    ddl_rows = mine.where(F.col("op") == "ddl").orderBy("order_key")
+    for r in ddl_rows.select("table", "ddl", F.hex("order_key").alias("at")).collect():
         s = schemas[r["table"]]
-        cur = TableDef([c for c, _ in s.columns], {}, list(s.primary_key))
-        try:
-            res = apply_alter_table(r["ddl"] or "", cur)
-        except ValueError:
-            res = None
-        if res is None:
-            continue
-        tdef = res[2]
-        new = [c for c in tdef.columns if c not in cur.columns]
-        types = {c: mysql_logical_type(tdef.types.get(c)) for c in new}
-        if new and s.observe(new, types, f"DDL in {hour_text(hour)}"):
+        if r["at"] <= s.ddl_through:
+            continue  # applied when this hour (or a later one) ran before
+        s.ddl_through = r["at"]
+        if _apply_one_ddl(s, r["ddl"] or "", f"DDL in {hour_text(hour)}"):
             changed.add(r["table"])
+    return changed
+
+
+_UNSET = "\x00"
+
+
+def _apply_one_ddl(s: TableSchema, sql: str, why: str) -> bool:
+    cur = TableDef([c for c, _ in s.columns], {c: _UNSET for c, _ in s.columns})
+    cur.primary_key = list(s.primary_key)
+    try:
+        res = apply_alter_table(sql, cur)
+    except ValueError:
+        res = None
+    if res is None:
+        return False
+    tdef = res[2]
+    changed = False
+    for old, new in tdef.renames.items():
+        changed |= s.rename(old, new, why)
+    for c in cur.columns:
+        if c not in tdef.types and c not in tdef.renames:
+            changed |= s.drop(c, why)
+    for c in tdef.columns:
+        t = tdef.types.get(c, _UNSET)
+        if c in cur.types or c in tdef.renames.values():
+            if t != _UNSET:  # MODIFY / CHANGE to a type
+                changed |= s.retype(c, mysql_logical_type(t), why)
+            continue
+        lt = mysql_logical_type(t)
+        changed |= s.observe([c], {c: lt}, why)
+        value = tdef.defaults.get(c)
+        default = canonical_default(value, lt) if value is not None else None
+        if default is not None:
+            s.defaults[c] = default
+        elif c in tdef.unknown_defaults or value is not None:
+            s.history.append(
+                {
+                    "version": s.version,
+                    "change": f"default of {c} for existing rows not known "
+                    f"({tdef.unknown_defaults.get(c) or value}): they read NULL",
+                    "why": why,
+                }
+            )
     return changed
 
 

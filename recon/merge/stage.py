@@ -32,6 +32,7 @@ from recon.merge.contributions import (
     STATE_DDL,
     contributions,
     route_expr,
+    row_key,
     watermark_skips,
 )
 from recon.merge.manifest import (
@@ -44,7 +45,7 @@ from recon.merge.manifest import (
     save_manifest,
 )
 from recon.merge.result import MergeResult, PublishResult, TableMerge
-from recon.merge.schemas import resolve_schemas
+from recon.merge.schemas import normalize_image, resolve_schemas
 from recon.merge.snapshot import load_watermark, snapshot_rows
 from recon.merge.state import (
     U64,
@@ -128,7 +129,8 @@ class _HourMerge:
         check_state_matches_tables(self.cfg, self.man, self.names, self.H)
         self.missing = hours_missing(self.cfg.start, self.hour, self.man["hours"])
         self.read_events()
-        self.schemas, self.schema_changed = resolve_schemas(
+        stored = self.events
+        self.schemas, self.schema_changed, self.events = resolve_schemas(
             self.cfg, self.man, self.events, self.hour, self.names
         )
         self.set_aside_unfit()
@@ -143,7 +145,7 @@ class _HourMerge:
         tables_out = {n: self.finish_table(n, new_man, publish) for n in self.names}
         checkpoint("merge:published")
         self.commit_manifest(new_man)
-        for d in (self.events, self.contrib, self.live):
+        for d in (stored, self.contrib, self.live):
             d.unpersist()
         result = self.result(tables_out, limited)
         write_json_atomic(self.cfg.layout.merge_result(self.hour), result)
@@ -228,7 +230,34 @@ class _HourMerge:
         ]
         if not old_dirs:
             return self.spark.createDataFrame([], STATE_DDL)
-        return self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)
+        old = self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)
+        return self.in_current_columns(old)
+
+    def in_current_columns(self, old: DataFrame) -> DataFrame:
+        """State rows written before a schema change, in the schema's columns (renamed,
+        dropped, defaults filled); a keyless table's copies are keyed by their whole row, so
+        they get the key (and bucket) of the row they now are."""
+        changing = [
+            n
+            for n, s in self.schemas.items()
+            if self.schema_changed[n] and (s.former or s.dropped or s.defaults)
+        ]
+        if not changing:
+            return old
+        fixed = old.withColumn("row", normalize_image(F.col("row"), F.col("table"), self.schemas))
+        rekey = [n for n in changing if not self.schemas[n].primary_key]
+        if not rekey:
+            return fixed
+        nb = F.create_map(*[x for n in rekey for x in (F.lit(n), F.lit(self.buckets_of(n)))])
+        again = F.col("table").isin(rekey)
+        return fixed.withColumn(
+            "key", F.when(again, row_key(F.col("row"))).otherwise(F.col("key"))
+        ).withColumn(
+            "bucket",
+            F.when(again, F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int")).otherwise(
+                F.col("bucket")
+            ),
+        )
 
     def write_state(self, new_state: DataFrame, ms_tables: list[str]) -> None:
         run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)

@@ -153,9 +153,11 @@ def publish_table(
     created = table is None
     if table is None:
         table = _create_table(cat, ident, arrow_schema, cfg, name, schema)
-    missing = [f.name for f in arrow_schema if f.name not in existing and not created]
+    moved = _renames_and_drops(schema, existing)
+    added = set(existing) | set(moved.values()) if not created else {f.name for f in arrow_schema}
+    missing = [f.name for f in arrow_schema if f.name not in added]
     promoted = _promotions(schema, existing)
-    if not touched and not missing and not promoted and not replace_all:
+    if not touched and not missing and not promoted and not moved and not replace_all:
         return {
             "committed": False,
             "snapshot_id": _current_id(table),
@@ -165,9 +167,8 @@ def publish_table(
     out = table_data_run(local_path(table.location()), *attempt)
     new_files = _write_data_files(spark, typed, touched, out)
     checkpoint("publish:files-written")
-    old = _commit(
-        table, schema, arrow_schema, missing, promoted, touched, replace_all, new_files, props
-    )
+    evolve = (moved, missing, promoted)
+    old = _commit(table, schema, arrow_schema, evolve, touched, replace_all, new_files, props)
     table = cat.load_table(ident)
     return {
         "committed": True,
@@ -312,12 +313,24 @@ def _promotions(schema: TableSchema, existing: dict[str, str]) -> dict[str, IT.P
     return out
 
 
+def _renames_and_drops(schema: TableSchema, existing: dict[str, str]) -> dict[str, str | None]:
+    """Published columns the schema no longer has: -> their new name (renamed by DDL), or
+    None (dropped by DDL). Versions before keep them (time travel reads them)."""
+    out: dict[str, str | None] = {}
+    current = {c for c, _ in schema.columns}
+    for c in existing:
+        if c in current or c.startswith("_cdc_"):
+            continue
+        new = schema.former.get(c)
+        out[c] = new if new in current and new not in existing else None
+    return out
+
+
 def _commit(
     table: Table,
     schema: TableSchema,
     arrow_schema: pa.Schema,
-    missing: list[str],
-    promoted: dict[str, IT.PrimitiveType],
+    evolve: tuple[dict[str, str | None], list[str], dict[str, IT.PrimitiveType]],
     touched: list[int],
     replace_all: bool,
     new_files: list[str],
@@ -325,8 +338,16 @@ def _commit(
 ) -> int:
     """One OVERWRITE snapshot: the touched buckets' old files out, the new ones in. Returns how
     many files it removed."""
+    moved, missing, promoted = evolve
     tx = table.transaction()
     tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
+    if moved:  # DDL renamed or dropped these columns: so does the published table
+        with tx.update_schema() as us:
+            for c, new in moved.items():
+                if new is None:
+                    us.delete_column(c)
+                else:
+                    us.rename_column(c, new)
     if missing or promoted:
         with tx.update_schema() as us:
             for c, t in promoted.items():

@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -247,6 +248,13 @@ def column_types(server: MariaDB, db: str) -> dict[str, dict[str, str]]:
 
 # -- encoders -----------------------------------------------------------------------------------
 Records = list[tuple[int, bytes | None, bytes | None]]  # (ts_ms, key, value)
+Types = dict[str, dict[str, str]]  # table -> column -> MySQL column type
+TypesAt = Types | Callable[["BinlogTxn"], Types]
+"""The column types, or the column types in force at a transaction (a workload with DDL)."""
+
+
+def types_at(types: TypesAt, t: BinlogTxn) -> Types:
+    return types(t) if callable(types) else types
 
 
 def _text(v: Any) -> str:
@@ -307,13 +315,18 @@ def _dbz_field(col: str, mysql_type: str) -> tuple[dict[str, Any], Any]:
     return {"type": "string", "optional": True, "field": col}, str
 
 
-def encode_debezium(txns: list[BinlogTxn], types: dict[str, dict[str, str]]) -> Records:
+def encode_debezium(txns: list[BinlogTxn], all_types: TypesAt) -> Records:
+    """Debezium JSON with schemas; DDL as the connector's schema-change events (same topic)."""
     out: Records = []
     for t in txns:
         row_no = 0
+        types = types_at(all_types, t)
         for it in t.items:
             if not isinstance(it, RowChange):
-                continue  # DDL goes to Debezium's schema-history topic, not the table topic
+                source = {"file": t.file, "pos": t.pos, "gtid": t.gtid, "ts_ms": t.ts_ms}
+                change = {"source": source, "databaseName": it.db, "ddl": it.sql}
+                out.append((t.ts_ms, None, orjson.dumps({"schema": {}, "payload": change})))
+                continue
             cols = list((it.after or it.before or {}).keys())
             fields = [_dbz_field(c, types[it.table][c]) for c in cols]
             for (f, _), c in zip(fields, cols, strict=True):
@@ -375,9 +388,10 @@ def encode_debezium(txns: list[BinlogTxn], types: dict[str, dict[str, str]]) -> 
     return out
 
 
-def encode_dataworks(txns: list[BinlogTxn], types: dict[str, dict[str, str]]) -> Records:
+def encode_dataworks(txns: list[BinlogTxn], all_types: TypesAt) -> Records:
     """DataWorks real-time sync JSON: coarse types (DECIMAL and BIGINT UNSIGNED as STRING, every
-    temporal column as DATE = epoch ms), sequenceId a number that grows with the binlog."""
+    temporal column as DATE = epoch ms), sequenceId a number that grows with the binlog, DDL as
+    an ALTER/CREATE message with `ddl.text`."""
     out: Records = []
 
     def dw_type(mysql_type: str) -> str:
@@ -403,8 +417,11 @@ def encode_dataworks(txns: list[BinlogTxn], types: dict[str, dict[str, str]]) ->
 
     for t in txns:
         n = 0
+        types = types_at(all_types, t)
         for it in t.items:
             if not isinstance(it, RowChange):
+                out.append((t.ts_ms, None, _dataworks_ddl(it, dataworks_sequence(t.seq, n), t)))
+                n += 1
                 continue
             cols = list((it.after or it.before or {}).keys())
             kinds = {c: dw_type(types[it.table][c]) for c in cols}
@@ -449,13 +466,33 @@ def encode_dataworks(txns: list[BinlogTxn], types: dict[str, dict[str, str]]) ->
     return out
 
 
+def _dataworks_ddl(it: Ddl, seq: int, t: BinlogTxn) -> bytes:
+    op = it.sql.split()[0].upper()
+    return orjson.dumps(
+        {
+            "schema": {
+                "dataColumn": None,
+                "primaryKey": None,
+                "source": {"dbType": "MySQL", "dbName": it.db, "tableName": it.table},
+            },
+            "payload": {
+                "before": None,
+                "after": None,
+                "sequenceId": str(seq),
+                "op": op if op in ("ALTER", "CREATE") else "ALTER",
+                "timestamp": {"eventTime": t.ts_ms, "systemTime": t.ts_ms, "checkpointTime": 0},
+                "ddl": {"text": it.sql, "ddlMeta": None},
+            },
+            "version": "0.0.1",
+        }
+    )
+
+
 def dataworks_sequence(gtid_seq: int, row: int) -> int:
     return gtid_seq * 1000 + row
 
 
-def encode_tencent(
-    txns: list[BinlogTxn], types: dict[str, dict[str, str]], segment_bytes: int = 400
-) -> Records:
+def encode_tencent(txns: list[BinlogTxn], all_types: TypesAt, segment_bytes: int = 400) -> Records:
     """Tencent DTS protobuf: one Entries per transaction (BEGIN, DML/DDL, COMMIT), cut into
     Envelope segments of `segment_bytes`."""
     from recon._proto import tencent_subscribe_pb2 as pb
@@ -528,7 +565,7 @@ def encode_tencent(
             img = it.after if it.after is not None else it.before
             assert img is not None
             cols = list(img.keys())
-            ctypes = types[it.table]
+            ctypes = types_at(all_types, t)[it.table]
             columns = [pb.Column(name=c, originalType=ctypes[c], isKey=c in it.pk) for c in cols]
             rc = pb.RowChange(
                 oldColumns=[datum(it.before[c], ctypes[c]) for c in cols] if it.before else [],

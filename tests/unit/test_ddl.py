@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from recon.core.ddl import DdlError, apply_alter_table, ddl_target, parse_create_table
+from recon.core.schema import TableSchema, canonical_default
 from recon.core.sqlddl import TableDef
 
 
@@ -139,3 +140,36 @@ def test_create_table_like_or_select_is_refused() -> None:
         parse_create_table("DROP TABLE t")
     assert apply_alter_table("CREATE INDEX i ON t (a)", _def("a")) is None
     assert ddl_target("DROP TABLE t") is None
+
+
+def test_an_added_column_records_what_existing_rows_read() -> None:
+    _, _, t = parse_create_table("CREATE TABLE t (id INT PRIMARY KEY, a INT)")
+    sql = (
+        "ALTER TABLE t ADD COLUMN b INT NOT NULL DEFAULT -3, ADD c VARCHAR(4) NOT NULL, "
+        "ADD d ENUM('x','y') NOT NULL, ADD e DATE NOT NULL, ADD f INT, ADD g INT DEFAULT NULL, "
+        "ADD h DECIMAL(5,2) DEFAULT 1.5, ADD i DATETIME DEFAULT CURRENT_TIMESTAMP, "
+        "RENAME COLUMN a TO a2, CHANGE a2 a3 BIGINT"
+    )
+    got = apply_alter_table(sql, t)
+    assert got is not None
+    new = got[2]
+    assert new.defaults == {"b": "-3", "c": "", "d": "x", "e": "0000-00-00", "h": "1.5"}
+    assert new.unknown_defaults == {"i": "CURRENT_TIMESTAMP()"}
+    assert new.renames == {"a": "a3"}
+    assert new.columns[:2] == ["id", "a3"]
+
+
+def test_the_schema_follows_renames_and_drops_and_keeps_its_first_logical_type() -> None:
+    s = TableSchema("db.t", [("id", "int32"), ("a", "uint64"), ("b", "int32")], ["id"])
+    assert not s.observe(["a"], {"a": "decimal(20,0)"}, "images")  # same published type
+    assert s.logical("a") == "uint64"
+    assert s.retype("b", "int64", "DDL") and s.logical("b") == "int64"
+    assert not s.observe(["b"], {"b": "int32"}, "older images")  # fits the wider type
+    assert not any("conflict" in h["change"] for h in s.history)
+    assert s.rename("a", "a2", "DDL") and s.former == {"a": "a2"}
+    assert s.drop("b", "DDL") and s.dropped == ["b"] and s.logical("b") is None
+    assert not s.drop("id", "DDL")  # a key column stays
+    assert s.observe(["b"], {"b": "int32"}, "DDL") and s.dropped == []  # a new column b
+    assert canonical_default("1.5", "decimal(5,2)") == "1.50"
+    assert canonical_default("7", "int32") == "7" and canonical_default("x", "int32") is None
+    assert canonical_default("2020-01-02", "datetime") == "2020-01-02 00:00:00"

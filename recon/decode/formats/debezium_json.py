@@ -120,6 +120,9 @@ def _convert(v: object, logical: str, f: dict | None) -> str | None:
         "io.debezium.data.geometry.Geometry",
     ) and isinstance(v, dict):
         return str(v.get("wkb")) if v.get("wkb") is not None else None
+    if logical == "uint64" and isinstance(v, int) and not isinstance(v, bool) and v < 0:
+        # bigint.unsigned.handling.mode=long (Debezium's default) wraps values from 2^63 on
+        return str(v + (1 << 64))
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         temporal = _TEMPORAL.get(name)
         return temporal(int(v)) if temporal else number_text(v)
