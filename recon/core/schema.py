@@ -94,7 +94,7 @@ def canonical_default(text: str, logical: str) -> str | None:
     image that carries the default and a row that reads it are the same row); None when the
     literal is not a value of the type."""
     try:
-        if logical in _SPARK and _SPARK[logical] in ("int", "bigint") or logical == "uint64":
+        if _SPARK.get(logical) in ("int", "bigint") or logical == "uint64":
             return str(int(Decimal(text)))
         m = _DECIMAL_RE.match(logical)
         if m:
