@@ -4,7 +4,8 @@ One schema for all six formats (issue 2, contract 4/5.1):
 - `db`, `tbl`: the source table; `op`: insert | update | delete | snapshot | ddl.
 - `pk`: primary-key column names as the message states them (empty when it states none).
 - `before` / `after`: column -> canonical text value (None is SQL NULL), in source column order.
-  `types`: column -> logical type (see `recon.core.values`). Together they lose nothing: integers are
+  `types`: column -> logical type (see `recon.core.values`); `defaults`: column -> the value a
+  row that predates the column reads, where the message states it (Debezium's schema `default`). Together they lose nothing: integers are
   exact decimal text, DECIMAL keeps its scale, binary is base64, temporal values are ISO text.
 - `order_key`: bytes that compare (unsigned, lexicographically) in source order. Its layout is
   per format (see `recon.core.order`); within one pipeline all keys share one layout, and an
@@ -45,6 +46,7 @@ EVENT_FIELDS: list[pa.Field] = [
     pa.field("txn_id", pa.string()),
     pa.field("event_time_ms", pa.int64()),
     pa.field("ddl", pa.string()),
+    pa.field("defaults", _MAP),
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
     pa.field("offset", pa.int64()),
@@ -106,6 +108,7 @@ class Event:
     txn_id: str | None = None
     event_time_ms: int | None = None
     ddl: str | None = None
+    defaults: dict[str, str] | None = None
     topic: str = ""
     partition: int = 0
     offset: int = 0
@@ -128,6 +131,7 @@ class Event:
             "txn_id": self.txn_id,
             "event_time_ms": self.event_time_ms,
             "ddl": self.ddl,
+            "defaults": None if self.defaults is None else list(self.defaults.items()),
             "topic": self.topic,
             "partition": self.partition,
             "offset": self.offset,

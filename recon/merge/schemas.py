@@ -40,8 +40,11 @@ def resolve_schemas(
         changed[name] = True
     events = normalize_images(events, schemas)
     mine = events.where(F.col("table").isin(names))
-    for name in _observe_images(schemas, man, mine, hour):
+    observed, defaulted = _observe_images(schemas, man, mine, hour)
+    for name in observed:
         changed[name] = True
+    if defaulted:  # columns first seen in images that state their default (Debezium)
+        events = normalize_images(events, {n: schemas[n] for n in defaulted})
     return schemas, changed, events
 
 
@@ -163,9 +166,10 @@ def _apply_one_ddl(s: TableSchema, sql: str, why: str) -> bool:
 
 def _observe_images(
     schemas: dict[str, TableSchema], man: Manifest, mine: DataFrame, hour: datetime
-) -> set[str]:
-    """Columns and types of the hour's images (one row per distinct shape reaches the driver)."""
-    changed = set()
+) -> tuple[set[str], set[str]]:
+    """Columns and types of the hour's images (one row per distinct shape reaches the driver):
+    (the tables whose schema changed, those that got a default for a column added to them)."""
+    changed, defaulted = set(), set()
     shapes = (
         mine.where(F.col("op") != "ddl")
         .select(
@@ -173,17 +177,25 @@ def _observe_images(
             F.to_json(F.map_keys(F.coalesce("after", "before"))).alias("cols"),
             F.to_json("types").alias("types"),
             F.to_json("pk").alias("pk"),
+            F.to_json("defaults").alias("defaults"),
         )
         .distinct()
         .collect()
     )
+    had = {n: {c for c, _ in s.columns} for n, s in schemas.items()}
     for r in sorted(shapes, key=lambda r: (r["table"], r["cols"] or "", r["types"] or "")):
         s = schemas[r["table"]]
         cols = json.loads(r["cols"] or "[]")
         types = json.loads(r["types"] or "{}")
         if s.observe(cols, types, f"images in {hour_text(hour)}"):
             changed.add(r["table"])
+        stated = json.loads(r["defaults"] or "{}")
+        for c in cols:
+            old = had[r["table"]]
+            if old and c not in old and stated.get(c) is not None and c not in s.defaults:
+                s.defaults[c] = stated[c]  # canonical already: the decoder read it as a value
+                defaulted.add(r["table"])
         pk = json.loads(r["pk"] or "[]")
         if pk and not s.primary_key and not man["tables"].get(r["table"]):
             s.primary_key = pk
-    return changed
+    return changed, defaulted

@@ -156,6 +156,8 @@ class _HourMerge:
         ev_dir = self.cfg.layout.events(self.hour)
         if has_parquet(ev_dir):
             events = self.spark.read.parquet(str(ev_dir))
+            if "defaults" not in events.columns:  # written before events carried defaults
+                events = events.withColumn("defaults", F.lit(None).cast("map<string,string>"))
         else:
             events = self.spark.createDataFrame([], arrow_ddl(EVENT_SCHEMA))
         self.events = events.withColumn("table", route_expr(self.cfg)).persist(CACHE)

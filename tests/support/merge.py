@@ -49,6 +49,7 @@ def event(
         "txn_id": None,
         "event_time_ms": 1_767_225_600_000 + n * 1000,
         "ddl": src.get("ddl"),
+        "defaults": None if src.get("defaults") is None else list(src["defaults"].items()),
         "topic": "t",
         "partition": 0,
         "offset": n,

@@ -404,3 +404,36 @@ def test_an_absurd_decimal_scale_is_quarantined_not_computed() -> None:
     r = _run([json.dumps({"schema": schema, "payload": payload}).encode()], "debezium_json")
     (q,) = r["quarantine"]
     assert "decimal scale 1000000000 is out of range" in q["reason"] and not r["events"]
+
+
+def test_debezium_schema_defaults_are_read_as_values_and_current_timestamp_is_not() -> None:
+    """Issue 16: a column's `default` in the message schema is what rows that predate the column
+    read; it is decoded like a value (a Decimal default is base64 two's complement). The epoch
+    zero the connector writes for DEFAULT CURRENT_TIMESTAMP is not a default."""
+    amount = {
+        "type": "bytes",
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2"},
+        "default": "AfQ=",  # 5.00
+        "field": "amount",
+    }
+    fields = [
+        {"type": "int32", "field": "id"},
+        {"type": "int32", "optional": False, "default": 7, "field": "n"},
+        {"type": "string", "default": "x", "field": "s"},
+        {"type": "string", "field": "plain"},
+        amount,
+        {
+            "type": "string",
+            "name": "io.debezium.time.ZonedTimestamp",
+            "field": "ts",
+            "default": "1970-01-01T00:00:00Z",
+        },
+    ]
+    schema = {"type": "struct", "fields": [{"type": "struct", "field": "after", "fields": fields}]}
+    after = {"id": 1, "n": 3, "s": "y", "plain": None, "amount": "AfQ=", "ts": None}
+    payload = {"op": "c", "before": None, "after": after, "source": {"db": "s", "table": "t"}}
+    r = _run([json.dumps({"schema": schema, "payload": payload}).encode()], "debezium_json")
+    (ev,) = r["events"]
+    assert dict(ev["defaults"]) == {"n": "7", "s": "x", "amount": "5.00"}
+    assert dict(ev["after"])["amount"] == "5.00"

@@ -204,7 +204,7 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
             self._emit(rec, truncate, source, payload)
             return
         op = _op(op_code, source.get("snapshot"))
-        before, after, types = _images(schema, payload)
+        before, after, types, defaults = _images(schema, payload)
         if op in ("insert", "snapshot") and after is None:
             raise DecodeError(f"op {op_code!r} without `after`")
         if op == "delete" and before is None:
@@ -219,6 +219,7 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
             before=before,
             after=after,
             types=types,
+            defaults=defaults or None,
         )
         self._emit(rec, ev, source, payload)
 
@@ -302,9 +303,11 @@ Image = dict[str, str | None]
 
 def _images(
     schema: object, payload: dict[str, Any]
-) -> tuple[Image | None, Image | None, dict[str, str]]:
-    """(before, after, types): values typed by the message schema's fields when it has one,
-    else inferred from the JSON values (the first image's type of a column wins)."""
+) -> tuple[Image | None, Image | None, dict[str, str], dict[str, str]]:
+    """(before, after, types, defaults): values typed by the message schema's fields when it has
+    one, else inferred from the JSON values (the first image's type of a column wins); defaults:
+    the schema's `default` of each column that states one (what rows that predate the column
+    read; the JSON converter writes it in the value's own encoding)."""
     fields: dict[str, dict[str, tuple[str, dict]]] = {}
     if isinstance(schema, dict):
         for part in schema.get("fields") or []:
@@ -332,4 +335,28 @@ def _images(
         return out
 
     before, after = image("before"), image("after")
-    return before, after, types
+    return before, after, types, _defaults(fields.get("after") or fields.get("before"), types)
+
+
+def _defaults(fields: dict[str, tuple[str, dict]] | None, types: dict[str, str]) -> dict[str, str]:
+    defaults: dict[str, str] = {}
+    for c, (lt, f) in (fields or {}).items():
+        if f.get("default") is None:
+            continue
+        logical = types.get(c) or lt
+        try:
+            value = _convert(f["default"], logical, f)
+        except (ValueError, TypeError, KeyError):
+            continue  # a default we cannot read is not a reason to lose the change
+        if value is not None and not (logical in _TEMPORAL_LOGICAL and _epoch_zero(value)):
+            defaults[c] = value
+    return defaults
+
+
+# The connector writes epoch zero as the default of a temporal column whose DEFAULT is
+# CURRENT_TIMESTAMP / NOW() (and of a NOT NULL zero date): not the value earlier rows read.
+_TEMPORAL_LOGICAL = frozenset({"date", "datetime", "timestamp"})
+
+
+def _epoch_zero(value: str) -> bool:
+    return value.startswith("1970-01-01") and not any(ch in "123456789" for ch in value[10:])
