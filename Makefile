@@ -5,10 +5,14 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: setup demo test test-fast lint fmt clean airflow
+.PHONY: setup demo test test-fast lint fmt clean airflow pack
 
 setup:
 	bash scripts/setup.sh
+
+# The packed environment and code for a cluster's executors (README "Spark on a cluster").
+pack: setup
+	bash scripts/pack.sh
 
 # README command 1: set everything up, then run the main job.
 demo: setup
@@ -36,4 +40,4 @@ fmt:
 	$(VENV)/bin/ruff check --fix recon jobs dags plugins tests scripts benchmarks
 
 clean:
-	rm -rf $(VENV) recon/_proto demo-data var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) recon/_proto demo-data var dist .pytest_cache .mypy_cache .ruff_cache

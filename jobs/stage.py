@@ -13,7 +13,11 @@ Airflow task shows red. A user error is one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import sys
+from typing import Any
 
 from recon.cli.output import Printer
 from recon.config import load_config
@@ -35,6 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--allow-incomplete", action="store_true")
     p.add_argument("--tables", default="", help="merge: only these tables (comma-separated)")
     p.add_argument("--rebuild", choices=["true", "false"], default="false")
+    p.add_argument("--summary-file", default=None, help="also write the summary line's JSON here")
     return p.parse_args(argv)
 
 
@@ -52,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             raise ReconError(f"hour {missing[0]} is not decoded; decode it first")
         return 0
     spark = get_spark(f"recon-{args.stage}-{cfg.name}")
+    summary: dict[str, Any] = {}
     failed = run_stage(
         args.stage,
         spark,
@@ -62,12 +68,41 @@ def run(args: argparse.Namespace) -> int:
         args.allow_incomplete,
         Printer(),
         lock_wait=DAG_WAIT_S,  # a backfill's runs queue behind each other
+        summary=summary,
     )
+    summary["failed_hours"] = failed
+    write_summary(summary, args.summary_file)
     return 1 if failed else 0
+
+
+SUMMARY_PREFIX = "recon-summary "
+
+
+def write_summary(summary: dict[str, Any], path: str | None) -> None:
+    """One structured line per stage run (grep `recon-summary`), and the same JSON in `path`
+    for the Airflow task, which logs it ahead of spark-submit's own output."""
+    text = json.dumps(summary, sort_keys=True)
+    print(SUMMARY_PREFIX + text, flush=True)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    level = os.environ.get("RECON_LOG_LEVEL", "INFO").upper()
+    if not isinstance(logging.getLevelName(level), int):
+        print(
+            f"jobs/stage.py: RECON_LOG_LEVEL={level!r} is not a log level; use DEBUG, INFO, "
+            "WARNING or ERROR",
+            file=sys.stderr,
+        )
+        return 2
+    logging.basicConfig(  # the library's loggers (recon.decode, recon.merge, recon.ops, ...)
+        stream=sys.stderr,
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         return run(args)
     except ReconError as err:

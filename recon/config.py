@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -109,9 +110,22 @@ def _fail(path: Path, key: str, msg: str) -> ConfigError:
     return ConfigError(f"{path}: `{key}`: {msg}")
 
 
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
+_LOCAL_ONLY = (
+    "the stages read and write through the file system; mount the store at the same path on "
+    "Airflow and every Spark worker (a shared volume, NFS, or an s3fs/gcsfuse mount) and give "
+    "that path (README: Object stores)"
+)
+
+
 def _path(path: Path, key: str, value: Any) -> Path:
     if not isinstance(value, str) or not value.strip():
         raise _fail(path, key, "must be a folder path (text), e.g. /data/raw")
+    m = _URI.match(value.strip())
+    if m:
+        if m.group(1).lower() != "file":
+            raise _fail(path, key, f"{m.group(1)}:// is not supported; {_LOCAL_ONLY}")
+        value = m.group(2) or "/"
     p = Path(value).expanduser()
     return p if p.is_absolute() else (path.parent / p).resolve()
 
@@ -188,7 +202,29 @@ def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
                     f"{src!r} is not db.table (with * or ? as wildcards), e.g. shop_*.orders",
                 )
         out[name] = TableConfig(name, pk, cols, ddl, sources)
+    seen: dict[str, str] = {}
+    for name in out:
+        ident = ".".join(catalog_identifier("p", name))
+        if ident in seen:
+            raise _fail(
+                path,
+                f"tables.{name}",
+                f"is published under the same catalog name as {seen[ident]} ({ident[2:]}: "
+                "catalogs take lower case letters, digits and _); keep one of them",
+            )
+        seen[ident] = name
     return out
+
+
+_UNSAFE = re.compile(r"[^a-z0-9_]")
+
+
+def catalog_identifier(pipeline: str, table: str) -> tuple[str, str]:
+    """A published table's two-level catalog name, which Hive, Glue, REST and SQL catalogs all
+    accept: namespace `<pipeline>__<db>`, name `<table>`, lower case, anything but letters,
+    digits and `_` as `_` (`shop.Order-Items` of pipeline `p` is `p__shop.order_items`)."""
+    db, tbl = table.split(".", 1)
+    return f"{pipeline}__{_UNSAFE.sub('_', db.lower())}", _UNSAFE.sub("_", tbl.lower())
 
 
 def _audit(path: Path, value: Any) -> AuditConfig:
@@ -250,7 +286,30 @@ def _catalog(path: Path, catalog: Any) -> dict[str, str]:
             "catalog",
             "must map pyiceberg catalog properties to values, e.g. {type: sql, uri: 'postgresql+psycopg2://...'}",
         )
-    return {k: str(v) for k, v in catalog.items()}
+    props = {k: str(v) for k, v in catalog.items()}
+    for k, v in props.items():
+        m = _URI.match(v)
+        if k == "warehouse" and m and m.group(1).lower() != "file":
+            raise _fail(
+                path, "catalog.warehouse", f"{m.group(1)}:// is not supported; {_LOCAL_ONLY}"
+            )
+        secret = any(w in k.lower() for w in ("password", "secret", "token", "credential"))
+        if (secret and "${" not in v) or (m and _has_password(v)):
+            raise _fail(
+                path,
+                f"catalog.{k}",
+                "holds a secret in plain text; write ${AN_ENV_VAR} in its place (read from the "
+                "environment of Airflow and Spark) or leave it out and set "
+                f"PYICEBERG_CATALOG__RECON__{k.upper().replace('.', '__').replace('-', '_')}",
+            )
+    return props
+
+
+def _has_password(uri: str) -> bool:
+    try:
+        return bool(urlsplit(uri).password) and "${" not in (urlsplit(uri).password or "")
+    except ValueError:
+        return False
 
 
 def parse_config(data: Any, path: Path) -> PipelineConfig:

@@ -3,7 +3,9 @@
 One place, one order: the project's defaults, sized from this machine for local Spark; then
 `RECON_SPARK_CONF` (a JSON object of Spark properties), which reaches `recon run`, `recon demo`
 and the DAGs' spark-submit tasks alike; then, for a job launched by spark-submit, whatever
-spark-submit or the `spark_default` connection set, which the session never overrides.
+spark-submit, the cluster's `spark-defaults.conf` or the `spark_default` connection set: the
+session never overrides them, and the DAGs pass a default only where `spark-defaults.conf` has
+none.
 """
 
 from __future__ import annotations
@@ -81,13 +83,38 @@ SUBMIT_DEFAULTS = (
 )
 
 
-def submit_conf() -> dict[str, str]:
+def cluster_conf() -> dict[str, str]:
+    """What the cluster's `spark-defaults.conf` sets (`SPARK_CONF_DIR`, else `SPARK_HOME/conf`):
+    spark-submit reads it, and a `--conf` of ours would override it."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+        os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else ""
+    )
+    path = os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else ""
+    out: dict[str, str] = {}
+    if not path or not os.path.isfile(path):
+        return out
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.strip().replace("=", " ", 1).split(None, 1)
+            if parts and not parts[0].startswith("#"):
+                out[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+    return out
+
+
+def submit_conf(python: str | None = None) -> dict[str, str]:
     """The `--conf`s of the DAGs' spark-submit tasks: the defaults that make sense wherever the
-    driver runs, then `RECON_SPARK_CONF`; the `spark_default` connection adds its own."""
-    defaults = local_defaults()
-    return {**{k: defaults[k] for k in SUBMIT_DEFAULTS}, **user_spark_conf()}
+    driver runs (and `python` for the Python workers), each only where the cluster's
+    `spark-defaults.conf` sets nothing; then `RECON_SPARK_CONF`, which wins."""
+    defaults = {k: local_defaults()[k] for k in SUBMIT_DEFAULTS}
+    if python:
+        defaults |= {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
+    cluster = cluster_conf()
+    return {**{k: v for k, v in defaults.items() if k not in cluster}, **user_spark_conf()}
 
 
 def session_conf(local: bool) -> dict[str, str]:
-    """The properties a new session is built with: defaults (local only), then the user's."""
-    return {**(local_defaults() if local else {}), **user_spark_conf()}
+    """The properties a new session is built with: defaults (local only, and only where
+    `spark-defaults.conf` sets nothing), then the user's."""
+    cluster = cluster_conf() if local else {}
+    defaults = {k: v for k, v in local_defaults().items() if k not in cluster} if local else {}
+    return {**defaults, **user_spark_conf()}

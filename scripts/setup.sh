@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-bash scripts/system-packages.sh
+if [ -z "${RECON_SKIP_SYSTEM_PACKAGES:-}" ]; then  # the Dockerfile skips the test-only ones
+  bash scripts/system-packages.sh
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Debian packages the tests run for real: a throwaway MariaDB server (mariadbd), its JDBC
-# driver for Spark, and Chromium to read the HTML reports headless. Installed only when missing; needs root (CI runs as root). Without root it
+# driver for Spark, a throwaway PostgreSQL server, and Chromium to read the HTML reports headless. Installed only when missing; needs root (CI runs as root). Without root it
 # names the command to run and stops, so a missing server never turns into a skipped test.
 set -euo pipefail
 need=()
 command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
 [ -e /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# PostgreSQL: Airflow's metadata database and the Iceberg catalog in the production-path tests
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

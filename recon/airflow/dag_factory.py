@@ -28,6 +28,7 @@ from airflow.providers.standard.sensors.python import PythonSensor
 from airflow.sdk import DAG, Asset, Param, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from recon.airflow.lineage import StageOperator, stage_datasets
 from recon.config import PipelineConfig, load_config, load_folder
 from recon.errors import ConfigError
 from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
@@ -192,20 +193,23 @@ def _stage_operators(
     common: dict[str, Any] = {
         "application": str(STAGE_JOB),
         "conn_id": "spark_default",
-        "conf": {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
-        | spark_conf,
+        "conf": spark_conf
+        or {"spark.pyspark.python": python, "spark.pyspark.driver.python": python},
         "env_vars": {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
         "name": f"recon-{cfg.name}",
     }
-    decode = SparkSubmitOperator(
+    lineage = stage_datasets(cfg)
+    decode = StageOperator(
         task_id="decode",
+        lineage=lineage["decode"],
         application_args=["decode", *args],
         depends_on_past=True,  # hour H+1 starts with what hour H carried out
         **common,
     )
     merge_args = ["--tables", _xcom("tables"), "--rebuild", _xcom("rebuild")]
-    merge = SparkSubmitOperator(
+    merge = StageOperator(
         task_id="merge_publish",
+        lineage=lineage["merge_publish"],
         application_args=["merge", *args, *merge_args],
         depends_on_past=True,  # the state of hour H is the input of H+1
         # and hour H's audit must have passed (or been settled by an operator): a `fail` verdict
@@ -213,8 +217,9 @@ def _stage_operators(
         wait_for_downstream=True,
         **common,
     )
-    audit = SparkSubmitOperator(
+    audit = StageOperator(
         task_id="audit",
+        lineage=lineage["audit"],
         application_args=["audit", *args],
         trigger_rule="none_failed",  # runs after a skipped decode/merge (audit_only)
         retries=0,  # a failing verdict is an answer, not a transient error
@@ -314,7 +319,7 @@ def load_dags(namespace: dict[str, Any], folder: Path | None = None) -> None:
     project's `pipelines/`) into `namespace` (a DAG file's globals)."""
     good, errors = load_folder(folder or pipelines_dir())
     try:
-        spark_conf = submit_conf()
+        spark_conf = submit_conf(os.environ.get("PYSPARK_PYTHON", sys.executable))
     except ValueError as err:  # every pipeline's DAG says what is wrong with the variable
         errors.update({Path(str(c.source_file)): str(err) for c in good})
         good = []

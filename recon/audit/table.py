@@ -1,4 +1,4 @@
-"""One row per pipeline-hour in the Iceberg table `<pipeline>.recon_audit.hours`, for trends
+"""One row per pipeline-hour in the Iceberg table `<pipeline>__recon_audit.hours`, for trends
 across hours (a re-run of an hour replaces its row)."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from pyiceberg.expressions import EqualTo
 
 from recon.audit.report import AuditReport
 from recon.config import PipelineConfig
-from recon.publish.iceberg import get_catalog
+from recon.publish.iceberg import get_catalog, identifier
+
+AUDIT_TABLE = "recon_audit.hours"  # per pipeline: `<pipeline>__recon_audit.hours`
 
 SCHEMA = pa.schema(
     [
@@ -58,11 +60,11 @@ def append_audit_table(cfg: PipelineConfig, report: AuditReport) -> None:
     """Write the hour's row (replacing an earlier one of the same hour)."""
     data = pa.Table.from_pylist([audit_row(report)], schema=SCHEMA)
     cat = get_catalog(cfg)
-    ident = (cfg.name, "recon_audit", "hours")
+    ident = identifier(cat, cfg, AUDIT_TABLE)
     try:
         table = cat.load_table(ident)
     except NoSuchTableError:
-        cat.create_namespace_if_not_exists(ident[:2])
+        cat.create_namespace_if_not_exists(ident[:-1])
         table = cat.create_table(ident, schema=SCHEMA)
     this_hour = EqualTo("hour", report["hour"])  # type: ignore[call-arg,arg-type]
     with warnings.catch_warnings():  # the first run of an hour has no row to replace

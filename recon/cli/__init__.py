@@ -170,6 +170,15 @@ def _table_commands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run the stages with `recon run` instead of the pipelines' Airflow DAGs",
     )
+    p.add_argument(
+        "--write-only", action="store_true", help="only write the sample dumps and snapshot"
+    )
+    p.add_argument(
+        "--airflow-from-environment",
+        action="store_true",
+        help="run the DAGs in the Airflow this environment configures (its database and "
+        "spark_default, e.g. the compose services) instead of a demo home on SQLite",
+    )
     p.set_defaults(func=cmd_demo)
 
 
@@ -428,7 +437,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if args.hours < 2:
         raise ReconError("--hours must be at least 2, so that something straddles an hour")
-    run_demo(args.hours, via_airflow=not args.without_airflow)
+    run_demo(
+        args.hours,
+        via_airflow=not args.without_airflow,
+        write_only=args.write_only,
+        own_airflow=not args.airflow_from_environment,
+    )
     return 0
 
 

@@ -10,8 +10,10 @@ its watermark. Pipelines are `pipelines/demo_<format>.yaml` in the project.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
+import os
 import random
 import shutil
 from dataclasses import dataclass
@@ -23,10 +25,11 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.exceptions import NoSuchTableError
 
 from recon._proto import tencent_subscribe_pb2 as pb
 from recon.audit.report import load_report
-from recon.config import PipelineConfig, load_config
+from recon.config import PipelineConfig, catalog_identifier, load_config
 from recon.core.model import RawRecord
 from recon.decode.stage import read_counters
 from recon.decode.stats import Stat
@@ -39,6 +42,7 @@ from recon.layout import DEMO_DATA, PROJECT_ROOT, raw_hour_folder
 from recon.merge.stage import read_merge_result
 from recon.ops.run import HourResult, run_hours
 from recon.publish.export import export_rows, render_value
+from recon.publish.iceberg import SHARED_CATALOG_URI, get_catalog
 
 DEMO_START = datetime(2026, 11, 20, 0, tzinfo=UTC)
 PIPELINES = PROJECT_ROOT / "pipelines"  # the demo pipelines (not RECON_PIPELINES_DIR)
@@ -133,6 +137,7 @@ def make_demo_data(root: Path, hours: int) -> dict[str, Any]:
     for old in (raw, root / "warehouse"):  # a fresh sample: no state from an earlier demo
         if old.exists():
             shutil.rmtree(old)
+    forget_demo_tables()
     for fmt, encode in sample.ENCODERS.items():
         topic = f"demo_{fmt}"
         recs = sample.to_records(encode(txns), topic)
@@ -178,6 +183,20 @@ def make_demo_data(root: Path, hours: int) -> dict[str, Any]:
         "transactions": len(txns),
         "rows_at_end": len(sample.final_state(txns)),
     }
+
+
+def forget_demo_tables() -> None:
+    """A catalog outside the demo's warehouse (the compose file's PostgreSQL) still lists the
+    tables of an earlier demo, whose files were just deleted: drop them from it."""
+    if not os.environ.get(SHARED_CATALOG_URI):
+        return  # the default catalog lives in the warehouse and went with it
+    for fmt in FORMATS:
+        cfg = load_config(PIPELINES / f"demo_{fmt}.yaml")
+        cat = get_catalog(cfg)
+        for n in [*cfg.tables, "recon_audit.hours"]:
+            for ident in (catalog_identifier(cfg.name, n), (cfg.name, *n.split(".", 1))):
+                with contextlib.suppress(NoSuchTableError):
+                    cat.drop_table(ident)
 
 
 def _snap_value(v: object) -> object:
@@ -263,7 +282,11 @@ def _run_pipeline(
     )
 
 
-def run_demo(hours: int, via_airflow: bool = True) -> None:
+def run_demo(
+    hours: int, via_airflow: bool = True, write_only: bool = False, own_airflow: bool = True
+) -> None:
+    """`own_airflow`: a demo Airflow home on SQLite; else the Airflow this environment
+    configures (its metadata database, `spark_default`: the compose file's services)."""
     root = DEMO_DATA
     facts = make_demo_data(root, hours)
     first, last = format_hour(facts["hours"][0]), format_hour(facts["hours"][-1])
@@ -271,9 +294,14 @@ def run_demo(hours: int, via_airflow: bool = True) -> None:
         f"demo: {facts['transactions']} source transactions over {hours} hours "
         f"({first} .. {last}), encoded in 6 formats under {root / 'raw'}"
     )
+    if write_only:
+        return
     expected = _expected_rows(sample.final_state(sample.workload(DEMO_START, hours)))
     env = None
-    if via_airflow:
+    if via_airflow and not own_airflow:
+        env = dict(os.environ)
+        print("demo: the Airflow this environment configures (its database, spark_default)")
+    elif via_airflow:
         env = airflow_env(root / "airflow", PIPELINES)
         print(f"demo: Airflow home {root / 'airflow'} (SQLite); `airflow db migrate` ...")
         migrate(env)

@@ -33,7 +33,7 @@ from recon.hours import format_hour, parse_hour
 from recon.layout import read_json
 from recon.merge.manifest import Manifest, load_manifest
 from recon.ops.lock import pipeline_lock
-from recon.publish.iceberg import is_published, load_table, local_path
+from recon.publish.iceberg import is_published, load_table, local_path, untag_versions
 
 _HOUR_DIR = re.compile(r"^hour=(\d{4}-\d{2}-\d{2}T\d{2})$")
 
@@ -122,6 +122,7 @@ def expire_table(
     if old:
         for attempt in range(3):  # a commit may land in between: reload and try again
             try:
+                untag_versions(table, set(old))  # a tag would keep its version (and files)
                 table.maintenance.expire_snapshots().by_ids(old).commit()
                 break
             except CommitFailedException:

@@ -3,9 +3,11 @@ on one Spark session. Every hour's report is written before its verdict counts."
 
 from __future__ import annotations
 
+import logging
+import time
 from contextlib import nullcontext
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from pyspark.sql import SparkSession
 
@@ -43,6 +45,15 @@ class Progress:
 
 
 QUIET = Progress()
+log = logging.getLogger(__name__)
+
+
+def hour_progress(stage: str, i: int, n: int, hour: datetime, so_far: int, t0: float) -> None:
+    """`merge: hour 2 of 24 (2026-11-20T01) done, 1234 records so far, 41.2 s`."""
+    log.info(
+        "%s: hour %d of %d (%s) done, %d records so far, %.1f s",
+        stage, i, n, format_hour(hour), so_far, time.monotonic() - t0,
+    )  # fmt: skip
 
 
 def hours_of(cfg: PipelineConfig, first: str, last: str | None) -> list[datetime]:
@@ -69,7 +80,14 @@ def run_hours(
     cfg = load_config(pipeline)
     hours = hours_of(cfg, first, last)
     spark = get_spark(f"recon-run-{cfg.name}")
-    return [run_hour(spark, cfg, h, allow_incomplete, progress) for h in hours]
+    out: list[HourResult] = []
+    t0, so_far = time.monotonic(), 0
+    for i, h in enumerate(hours, 1):
+        out.append(run_hour(spark, cfg, h, allow_incomplete, progress))
+        so_far += int(out[-1]["decode"]["totals"].get("records", 0))
+        if len(hours) > 1:
+            hour_progress("run", i, len(hours), h, so_far, t0)
+    return out
 
 
 def run_hour(
@@ -103,13 +121,17 @@ def run_stage(
     allow_incomplete: bool = False,
     progress: Progress = QUIET,
     lock_wait: float = 0,
+    summary: dict[str, Any] | None = None,
 ) -> list[str]:
     """One stage over the hours, in order (what a DAG task runs); each hour gets its own run
     id (`<run_id>_<hour>`). Returns the hours whose audit verdict is `fail` (audit only); any
-    other stage stops at the first error, so later hours never run past a failed one."""
+    other stage stops at the first error, so later hours never run past a failed one.
+    `summary` (when given) gets the stage's totals: hours, records, events, rows, verdicts."""
     writes_state = stage in ("merge", "audit")  # decode writes only its own hour's outputs
     with pipeline_lock(cfg, f"{stage} stage", lock_wait) if writes_state else nullcontext():
-        return _stage_hours(stage, spark, cfg, hours, run_id, tables, allow_incomplete, progress)
+        return _stage_hours(
+            stage, spark, cfg, hours, (run_id, tables, allow_incomplete), progress, summary
+        )
 
 
 def _stage_hours(
@@ -117,22 +139,33 @@ def _stage_hours(
     spark: SparkSession,
     cfg: PipelineConfig,
     hours: list[datetime],
-    run_id: str | None,
-    tables: list[str] | None,
-    allow_incomplete: bool,
+    how: tuple[str | None, list[str] | None, bool],
     progress: Progress,
+    summary: dict[str, Any] | None,
 ) -> list[str]:
-    failed = []
-    for h in hours:
+    run_id, tables, allow_incomplete = how
+    failed: list[str] = []
+    totals = summary if summary is not None else {}
+    totals.update(stage=stage, pipeline=cfg.name, hours=[], records=0, verdicts={})
+    t0 = time.monotonic()
+    for i, h in enumerate(hours, 1):
         rid = f"{run_id}_{format_hour(h)}" if run_id else None
         with guarded(stage, spark, cfg, h):
             if stage == "decode":
-                progress.decoded(decode_hour(spark, cfg, h, rid, allow_incomplete))
+                counters = decode_hour(spark, cfg, h, rid, allow_incomplete)
+                progress.decoded(counters)
+                totals["records"] += int(counters["totals"].get("records", 0))
             elif stage == "merge":
-                progress.merged(merge_hour(spark, cfg, h, rid, buckets=cfg.buckets, tables=tables))
+                merged = merge_hour(spark, cfg, h, rid, buckets=cfg.buckets, tables=tables)
+                progress.merged(merged)
+                totals["records"] += sum(int(t["applied"]) for t in merged["tables"].values())
             else:
                 report = audit_hour(spark, cfg, h, audited_by=rid)
                 progress.audited(report, cfg, h)
+                totals["verdicts"][format_hour(h)] = report["verdict"]
                 if report["verdict"] == "fail":
                     failed.append(format_hour(h))
+        totals["hours"].append(format_hour(h))
+        hour_progress(stage, i, len(hours), h, totals["records"], t0)
+    totals["seconds"] = round(time.monotonic() - t0, 1)
     return failed

@@ -7,13 +7,17 @@ version or the new one, never a mix, and earlier snapshots stay readable for tim
 rollback. Snapshot properties carry the pipeline, hour, run id and schema version.
 
 The catalog is pyiceberg's SQL catalog on SQLite under the warehouse unless the pipeline's
-`catalog:` names another (any pyiceberg catalog: PostgreSQL via SQL, REST, Hive, Glue).
-Tables are named `<pipeline>.<db>.<table>`.
+`catalog:` names another (any pyiceberg catalog: PostgreSQL via SQL, REST, Hive, Glue), or
+`PYICEBERG_CATALOG__RECON__URI` names one for every pipeline. Tables are named
+`<pipeline>__<db>.<table>` (two levels, for Hive and Glue; older three-level tables stay where
+they are). Each hour's version is tagged `hour-<hour>`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,13 +30,14 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import In
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table import _parquet_files_to_data_files as to_data_files
+from pyiceberg.table.update.snapshot import ManageSnapshots
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from recon.config import PipelineConfig
+from recon.config import PipelineConfig, catalog_identifier
 from recon.core.schema import TableSchema, cast_expr, spark_type, widens
-from recon.errors import NoVersionAtHourError, ReconError, TableNotPublishedError
+from recon.errors import ConfigError, NoVersionAtHourError, ReconError, TableNotPublishedError
 from recon.faults import checkpoint
 from recon.layout import read_json, table_data_run
 from recon.merge.result import PublishResult
@@ -42,12 +47,37 @@ META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
 
 def catalog_properties(cfg: PipelineConfig) -> dict[str, str]:
     if cfg.catalog:
-        return dict(cfg.catalog)
+        return {k: _expand_env(cfg, k, v) for k, v in cfg.catalog.items()}
+    shared = os.environ.get(SHARED_CATALOG_URI)
+    if shared:  # one catalog database for every pipeline
+        return {"type": "sql", "uri": shared, "warehouse": f"file://{cfg.warehouse}/iceberg"}
     return {
         "type": "sql",
         "uri": f"sqlite:///{cfg.warehouse}/catalog.db",
         "warehouse": f"file://{cfg.warehouse}/iceberg",
     }
+
+
+# pyiceberg's own variable for the `recon` catalog's URI: set, it is the catalog of every
+# pipeline without `catalog:` (the compose file points it at PostgreSQL)
+SHARED_CATALOG_URI = "PYICEBERG_CATALOG__RECON__URI"
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_env(cfg: PipelineConfig, key: str, value: str) -> str:
+    """`${NAME}` in a catalog property: the environment's NAME (secrets stay out of the YAML)."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) not in os.environ:
+            raise ConfigError(
+                f"{cfg.source_file}: `catalog.{key}` reads ${{{m.group(1)}}}, which is not set; "
+                f"set it in the environment of Airflow and the Spark driver"
+            )
+        return os.environ[m.group(1)]
+
+    return _ENV_REF.sub(sub, value)
 
 
 def get_catalog(cfg: PipelineConfig) -> Catalog:
@@ -57,9 +87,19 @@ def get_catalog(cfg: PipelineConfig) -> Catalog:
     return load_catalog(props.pop("name", "recon"), **props)
 
 
-def identifier(cfg: PipelineConfig, table: str) -> tuple[str, str, str]:
+def identifier(cat: Catalog, cfg: PipelineConfig, table: str) -> tuple[str, ...]:
+    """The table's catalog name: `<pipeline>__<db>.<table>` (`catalog_identifier`), or the
+    three-level `<pipeline>.<db>.<table>` a table published before that naming still has (it
+    stays where it is, readable and published to)."""
+    new = catalog_identifier(cfg.name, table)
+    if cat.table_exists(new):
+        return new
     db, tbl = table.split(".", 1)
-    return (cfg.name, db, tbl)
+    legacy = (cfg.name, db, tbl)
+    try:
+        return legacy if cat.table_exists(legacy) else new
+    except ValueError:  # a catalog that takes two levels only
+        return new
 
 
 def load_table(cfg: PipelineConfig, table: str) -> Table:
@@ -67,8 +107,9 @@ def load_table(cfg: PipelineConfig, table: str) -> Table:
         raise ReconError(
             f"table {table} is not configured in {cfg.source_file}; use one of {', '.join(cfg.tables)}"
         )
+    cat = get_catalog(cfg)
     try:
-        return get_catalog(cfg).load_table(identifier(cfg, table))
+        return cat.load_table(identifier(cat, cfg, table))
     except NoSuchTableError:
         raise TableNotPublishedError(
             f"table {table} of pipeline {cfg.name} is not published yet; run `recon run` first"
@@ -137,7 +178,7 @@ def publish_table(
     `attempt`: (run id, hour, attempt) naming the folder this attempt writes (`table_data_run`);
     only files of that folder are committed."""
     cat = get_catalog(cfg)
-    ident = identifier(cfg, name)
+    ident = identifier(cat, cfg, name)
     table = _load_or_none(cat, ident)
     existing = _published_types(table)
     exprs = _column_exprs(schema, existing)
@@ -158,6 +199,7 @@ def publish_table(
     missing = [f.name for f in arrow_schema if f.name not in added]
     promoted = _promotions(schema, existing)
     if not touched and not missing and not promoted and not moved and not replace_all:
+        tag_hour(table, props["recon.hour"], _current_id(table))
         return {
             "committed": False,
             "snapshot_id": _current_id(table),
@@ -181,7 +223,7 @@ def publish_table(
     }
 
 
-def _load_or_none(cat: Catalog, ident: tuple[str, str, str]) -> Table | None:
+def _load_or_none(cat: Catalog, ident: tuple[str, ...]) -> Table | None:
     try:
         return cat.load_table(ident)
     except NoSuchTableError:
@@ -227,7 +269,8 @@ def unfit_value_checks(cfg: PipelineConfig, name: str, schema: TableSchema, src:
     """Per column, SQL that is true when the text in map `src` would not survive the cast to
     the column's published type (it would read NULL). A MySQL zero date ('0000-00-00',
     '2020-00-10') is a legitimate NULL, not a misfit."""
-    table = _load_or_none(get_catalog(cfg), identifier(cfg, name))
+    cat = get_catalog(cfg)
+    table = _load_or_none(cat, identifier(cat, cfg, name))
     return _unfit_checks(schema, _published_types(table), src)
 
 
@@ -256,13 +299,13 @@ def _typed_rows(live: DataFrame, schema: TableSchema, exprs: list[str]) -> DataF
 
 def _create_table(
     cat: Catalog,
-    ident: tuple[str, str, str],
+    ident: tuple[str, ...],
     arrow_schema: pa.Schema,
     cfg: PipelineConfig,
     name: str,
     schema: TableSchema,
 ) -> Table:
-    cat.create_namespace_if_not_exists(ident[:2])
+    cat.create_namespace_if_not_exists(ident[:-1])
     table = cat.create_table(ident, schema=arrow_schema)
     with table.transaction() as tx:
         tx.set_properties(
@@ -366,8 +409,36 @@ def _commit(
             ow.delete_data_file(df)
         for df in to_data_files(tx.table_metadata, new_files, table.io):
             ow.append_data_file(df)
+    new_id = tx.table_metadata.current_snapshot_id
+    if new_id is not None:
+        with ManageSnapshots(tx) as ms:  # the hour's tag moves with it, in the same commit
+            ms.create_tag(new_id, hour_tag(props["recon.hour"]))
     tx.commit_transaction()
     return len(old)
+
+
+def hour_tag(hour: str) -> str:
+    """The Iceberg tag naming a table's version at the end of `hour` (`hour-2026-01-01T05`):
+    any engine can time-travel by hour with it (`VERSION AS OF 'hour-...'`)."""
+    return f"hour-{hour}"
+
+
+def untag_versions(table: Table, snapshot_ids: set[int]) -> None:
+    """Remove the hour tags of versions about to expire (a tagged version is kept)."""
+    tags = [n for n, r in table.metadata.refs.items() if n.startswith("hour-")]
+    gone = [n for n in tags if table.metadata.refs[n].snapshot_id in snapshot_ids]
+    if gone:
+        with table.manage_snapshots() as ms:
+            for n in gone:
+                ms.remove_tag(n)
+
+
+def tag_hour(table: Table, hour: str, snapshot_id: int | None) -> None:
+    """Point the hour's tag at `snapshot_id` (the version the hour left), unless it does."""
+    ref = table.metadata.refs.get(hour_tag(hour))
+    if snapshot_id is None or (ref is not None and ref.snapshot_id == snapshot_id):
+        return
+    table.manage_snapshots().create_tag(snapshot_id, hour_tag(hour)).commit()
 
 
 def _written_row_checks(

@@ -6,8 +6,10 @@ database; the published table and the reports must equal what `recon run` makes 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from recon.cli import main
 from recon.config import load_config
@@ -31,11 +33,26 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     dag_cfg = write_canal_pipeline(
         tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh_dag", START
     )
-    env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    lineage_file = tmp_path / "openlineage.jsonl"
+    env = dict(
+        airflow_env(tmp_path / "airflow", tmp_path / "pipelines"),
+        AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps(
+            {"type": "file", "log_file_path": str(lineage_file), "append": True}
+        ),
+    )
     migrate(env)
     for h in (H0, H1):
         state = dags_test(env, "recon_af", _h(h), log=tmp_path / f"dag-{_h(h)}.log")
         assert state == "success", (tmp_path / f"dag-{_h(h)}.log").read_text()[-3000:]
+    _stages_reported_their_lineage(lineage_file, tmp_path)
+    # issue 13 item 7: each stage task logs its structured summary after spark-submit's folded
+    # output, with the library's progress line inside it
+    log = (tmp_path / f"dag-{_h(H1)}.log").read_text()
+    assert "::group::spark-submit merge_publish" in log
+    assert f"recon.ops.run: merge: hour 1 of 1 ({_h(H1)}) done" in log
+    summaries = [json.loads(m) for m in re.findall(r"recon-summary (\{.*?\})(?:\s|$)", log)]
+    merge = next(x for x in summaries if x["stage"] == "merge")
+    assert merge["hours"] == [_h(H1)] and merge["pipeline"] == "af" and merge["records"] > 0
     # the same dump through `recon run`, in another warehouse
     run_cfg = write_canal_pipeline(
         tmp_path / "direct", "af", tmp_path / "raw", tmp_path / "wh_run", START
@@ -76,6 +93,22 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     )
     assert man["reset"]["tables"] == ["shop.orders"] and man["hours"] == [_h(H0), _h(H1)]
     assert json.loads(h0_result.read_text())["run_id"] != h0_run  # hour 0 was merged again
+
+
+def _stages_reported_their_lineage(lineage_file: Path, tmp_path: Path) -> None:
+    """Issue 13 item 6: OpenLineage events through Airflow's provider (file transport): the
+    decode read the raw topic's folder, the merge wrote the published table."""
+    done: dict[str, Any] = {}
+    for line in lineage_file.read_text().splitlines():
+        ev = json.loads(line)
+        if ev.get("eventType") == "COMPLETE":
+            done[ev["job"]["name"]] = ev
+    decode, merge = done["recon_af.decode"], done["recon_af.merge_publish"]
+    assert [(d["namespace"], d["name"]) for d in decode["inputs"]] == [
+        ("file", str(tmp_path / "raw" / "af"))
+    ]
+    assert [d["name"] for d in merge["outputs"]] == ["af__shop.orders"]
+    assert merge["outputs"][0]["namespace"] == f"file://{tmp_path / 'wh_dag'}/iceberg"
 
 
 def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -> None:

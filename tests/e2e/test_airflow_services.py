@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import urllib.error
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,11 +26,13 @@ from recon.publish.iceberg import load_table
 from tests.support.airflow_services import PASSWORD, USER, AirflowServices
 from tests.support.browser import Browser
 from tests.support.canal import write_canal_dump, write_canal_pipeline
+from tests.support.postgres import Postgres
 
 NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 START = NOW - timedelta(hours=3)
 HOURS = [START + timedelta(hours=i) for i in range(3)]
 DAG = "recon_bf"
+CATALOG_PW = "RECON_TEST_CATALOG_PASSWORD"
 
 
 def _h(h: datetime) -> str:
@@ -55,15 +58,31 @@ def _drop_scheduled_runs(af: AirflowServices) -> None:
 
 
 @pytest.fixture(scope="module")
-def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AirflowServices, Path]]:
+def backfilled(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[AirflowServices, Path, Postgres]]:
+    """Production's shape (issue 13 items 2 and 3): Airflow's metadata database and the Iceberg
+    catalog on PostgreSQL, the catalog's password read from the environment (`${...}`)."""
     tmp = tmp_path_factory.mktemp("airflow-services")
+    pg = Postgres().start()
+    secret = {CATALOG_PW: pg.password}
+    os.environ.update(secret)  # this process reads the tables too
     write_canal_dump(tmp / "raw", "bf", START, 3, seed=5)
+    catalog = {
+        "type": "sql",
+        "uri": pg.uri("iceberg", password="${" + CATALOG_PW + "}"),
+        "warehouse": f"file://{tmp}/wh_dag/iceberg",
+    }
     write_canal_pipeline(
-        tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START, retention_hours=2
-    )
-    af = AirflowServices(tmp / "airflow", tmp / "pipelines").start()
+        tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START, retention_hours=2,
+        catalog=catalog,
+    )  # fmt: skip
+    af = AirflowServices(tmp / "airflow", tmp / "pipelines", pg.uri("airflow"), **secret)
     try:
+        af.start()
         af.wait(lambda: af._get(f"/api/v2/dags/{DAG}"), 180, f"{DAG} parsed")
+        # the DAG reached Airflow's metadata database on PostgreSQL
+        assert pg.sql(f"SELECT dag_id FROM dag WHERE dag_id = '{DAG}'", db="airflow") == DAG
         r = af.airflow(
             "backfill", "create", "--dag-id", DAG,
             "--from-date", HOURS[0].isoformat(), "--to-date", HOURS[-1].isoformat(),
@@ -80,13 +99,17 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Airfl
         runs = af.wait(finished, 1200, "three backfill runs finished")
         assert [x["state"] for x in runs] == ["success"] * 3, json.dumps(runs, indent=1)
         _drop_scheduled_runs(af)
-        yield af, tmp
+        yield af, tmp, pg
     finally:
         af.stop()
+        pg.stop()
+        os.environ.pop(CATALOG_PW, None)
 
 
-def test_backfill_of_three_hours_equals_recon_run(backfilled: tuple[AirflowServices, Path]) -> None:
-    af, tmp = backfilled
+def test_backfill_of_three_hours_equals_recon_run(
+    backfilled: tuple[AirflowServices, Path, Postgres],
+) -> None:
+    af, tmp, pg = backfilled
     runs = _backfill_runs(af)
     # each run processed its own data interval: a real one-hour interval per scheduled hour
     assert [x["data_interval_start"][:13] for x in runs] == [_h(h) for h in HOURS]
@@ -103,6 +126,9 @@ def test_backfill_of_three_hours_equals_recon_run(backfilled: tuple[AirflowServi
         assert a["verdict"] == b["verdict"]
         assert a["tables"]["shop.orders"]["checksum"] == b["tables"]["shop.orders"]["checksum"]
         assert a["input"] == b["input"] and a["identity"]["balanced"]
+    # the published table lives in the PostgreSQL catalog, its password read from the environment
+    names = pg.sql("SELECT table_namespace || '.' || table_name FROM iceberg_tables", db="iceberg")
+    assert set(names.splitlines()) == {"bf__shop.orders", "bf__recon_audit.hours"}
     # retention_hours 2: each run's expire task kept the last two hours' versions, freed hour 0's
     versions = load_table(load_config(tmp / "pipelines" / "bf.yaml"), "shop.orders").snapshots()
     assert {v.summary.additional_properties["recon.hour"] for v in versions} == {
@@ -126,8 +152,8 @@ def _login(b: Browser, url: str) -> None:
     b.wait_for("!location.pathname.startsWith('/auth')")
 
 
-def test_verdicts_in_the_airflow_ui(backfilled: tuple[AirflowServices, Path]) -> None:
-    af, tmp = backfilled
+def test_verdicts_in_the_airflow_ui(backfilled: tuple[AirflowServices, Path, Postgres]) -> None:
+    af, tmp, _ = backfilled
     run = _backfill_runs(af)[1]
     report = json.loads(
         (tmp / "wh_dag" / "audit" / "bf" / _h(HOURS[1]) / "report.json").read_text()
@@ -180,8 +206,10 @@ def _raw_get(af: AirflowServices, path: str, token: str | None) -> tuple[int, st
     return r.status, r.read().decode(errors="replace")
 
 
-def test_plugin_files_only_under_the_audit_root(backfilled: tuple[AirflowServices, Path]) -> None:
-    af, tmp = backfilled
+def test_plugin_files_only_under_the_audit_root(
+    backfilled: tuple[AirflowServices, Path, Postgres],
+) -> None:
+    af, tmp, _ = backfilled
     token = af.token()
     ok, body = _raw_get(af, f"/recon/files/bf/{_h(HOURS[0])}/report.json", token)
     assert ok == 200 and json.loads(body)["hour"] == _h(HOURS[0])
@@ -201,9 +229,9 @@ def test_plugin_files_only_under_the_audit_root(backfilled: tuple[AirflowService
 
 
 def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
-    backfilled: tuple[AirflowServices, Path],
+    backfilled: tuple[AirflowServices, Path, Postgres],
 ) -> None:
-    af, tmp = backfilled
+    af, tmp, _ = backfilled
     runs_url = f"/api/v2/dags/{DAG}/dagRuns"
     # the trigger form's params are validated: a malformed hour is refused before any run exists
     try:

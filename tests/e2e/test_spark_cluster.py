@@ -1,6 +1,7 @@
 """Moving the work by changing only the `spark_default` connection: a Spark standalone master and
 worker (pip pyspark's own `spark-class`) on this machine, a DAG run through `airflow dags test`
-whose stages run as applications of that cluster; the tables equal `recon run`'s on local Spark.
+whose stages run as applications of that cluster, their executors on the packed environment of
+`make pack` (spark.archives); the tables equal `recon run`'s on local Spark.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from recon.cli import main
 from recon.config import load_config
 from recon.demo.airflow_local import airflow_env, dags_test, migrate
 from recon.publish.export import export_rows
+from tests.conftest import ROOT
 from tests.support.airflow_services import free_port
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 
@@ -85,7 +87,22 @@ def test_the_dag_runs_on_a_standalone_cluster_by_changing_the_connection(
     dag_cfg = write_canal_pipeline(
         tmp_path / "pipelines", "sc", tmp_path / "raw", tmp_path / "wh_dag", START
     )
-    env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines", master=master)
+    # the executors run the project from `make pack`'s archives, not from this checkout's venv
+    pack = tmp_path / "dist"
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "pack.sh")],
+        env=dict(os.environ, RECON_PACK_DIR=str(pack)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    conf = json.loads(r.stdout.split("RECON_SPARK_CONF=", 1)[1].strip().strip("'"))
+    assert conf["spark.pyspark.python"] == "./env/bin/python"
+    env = dict(
+        airflow_env(tmp_path / "airflow", tmp_path / "pipelines", master=master),
+        RECON_SPARK_CONF=json.dumps(conf),
+    )
     migrate(env)
     log = tmp_path / "dag.log"
     state = dags_test(env, "recon_sc", "2026-07-01T00", "2026-07-01T01", log=log)
@@ -95,6 +112,11 @@ def test_the_dag_runs_on_a_standalone_cluster_by_changing_the_connection(
     # decode, merge_publish and audit each ran as an application of the cluster
     names = [a["name"] for a in sorted(apps, key=lambda a: a["starttime"])]
     assert names == ["recon-decode-sc", "recon-merge-sc", "recon-audit-sc"], apps
+    # each application's executor unpacked the environment and ran its Python from it
+    unpacked = sorted((tmp_path / "spark-work").glob("app-*/*/env/bin/python"))
+    assert len(unpacked) == 3, sorted(p.name for p in (tmp_path / "spark-work").glob("app-*"))
+    # (and imported `recon` from the archive's site-packages: the packed venv has no link to
+    # this checkout, so without it the decode's Python UDFs could not have run)
     run_cfg = write_canal_pipeline(
         tmp_path / "direct", "sc", tmp_path / "raw", tmp_path / "wh_run", START
     )

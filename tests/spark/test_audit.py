@@ -96,7 +96,7 @@ def test_a_clean_run_balances_and_passes(spark, tmp_path: Path, capsys) -> None:
     from recon.config import load_config
     from recon.publish.iceberg import get_catalog
 
-    rows = get_catalog(load_config(cfg)).load_table(("aud", "recon_audit", "hours")).scan()
+    rows = get_catalog(load_config(cfg)).load_table(("aud__recon_audit", "hours")).scan()
     got = sorted((r["hour"], r["verdict"]) for r in rows.to_arrow().to_pylist())
     assert got == [(_h(H0), "pass"), (_h(H1), "pass")]
     capsys.readouterr()

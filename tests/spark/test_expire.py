@@ -55,6 +55,11 @@ def test_expire_keeps_the_window_and_frees_the_rest(spark, tmp_path: Path, capsy
         format_hour(hour(2)),
         format_hour(hour(3)),
     }
+    # the expired hours' tags went with their versions (a tag would have kept them)
+    assert sorted(t for t in load_table(cfg, "s.a").refs() if t.startswith("hour-")) == [
+        f"hour-{format_hour(hour(2))}",
+        f"hour-{format_hour(hour(3))}",
+    ]
     assert _parquet(table_data) < files_before and _parquet(state_data) < state_before
     a_state = {p for p in _parquet(state_data) if "_t=s.a" in str(p)}
     assert not any(format_hour(hour(0)) in str(p) for p in _parquet(table_data) | a_state)
@@ -145,7 +150,9 @@ def test_rollback_refuses_when_the_hours_version_is_gone(spark, tmp_path: Path, 
     rows, man = list(export_rows(cfg, "s.a")), load_manifest(cfg)
     table = load_table(cfg, "s.a")
     h1 = load_manifest_at(cfg, 1)["tables"]["s.a"]["snapshot_id"]
-    table.maintenance.expire_snapshots().by_ids([h1]).commit()  # gone by another tool
+    # gone by another tool (which has to drop the hour's tag first: a tag keeps its version)
+    table.manage_snapshots().remove_tag("hour-2026-01-01T01").commit()
+    load_table(cfg, "s.a").maintenance.expire_snapshots().by_ids([h1]).commit()
     capsys.readouterr()
     assert _rollback(cfg, 1) == 2
     err = capsys.readouterr().err

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from recon.core.model import EVENT_SCHEMA
 from recon.demo.reference_fold import fold
 from recon.hours import parse_hour
 from recon.merge.manifest import load_manifest
@@ -304,6 +305,31 @@ def test_types_are_published_faithfully_and_add_column_extends_the_table(
         "2026-01-01T01",
     ]
     assert props[-1]["recon.schema-version"] == "2"
+    _read_by_hour_tag_as_the_readme_shows(cfg, int(big))
+
+
+def _read_by_hour_tag_as_the_readme_shows(cfg: Any, big: int) -> None:
+    """Issue 13 item 8: each hour's version is the Iceberg tag `hour-<hour>`, readable by
+    pyiceberg and DuckDB (README "Reading the tables")."""
+    import duckdb
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(
+        "recon", uri=f"sqlite:///{cfg.warehouse}/catalog.db", warehouse=f"file://{cfg.warehouse}"
+    )
+    table = catalog.load_table((f"{cfg.name}__s", "typed"))  # README: `<pipeline>__<db>`
+    assert {"hour-2026-01-01T00", "hour-2026-01-01T01"} <= set(table.refs())
+    at0 = table.snapshot_by_name("hour-2026-01-01T00")
+    assert at0 is not None
+    assert [r["id"] for r in table.scan(snapshot_id=at0.snapshot_id).to_arrow().to_pylist()] == [
+        big
+    ]
+    con = duckdb.connect()
+    table.scan().to_duckdb("typed", connection=con)
+    assert con.sql("SELECT id, note FROM typed ORDER BY note NULLS LAST").fetchall() == [
+        (7, "hello"),
+        (big, None),
+    ]
 
 
 def test_a_column_widened_in_a_later_hour_is_promoted_and_a_conflict_keeps_its_type(
@@ -543,4 +569,46 @@ def test_years_before_1000_round_trip_through_publish_and_export(spark, tmp_path
             "ts": "0500-06-07T08:09:10Z",
         },
         {"id": 2, "d": "0010-12-31", "at": "0999-12-31 23:59:59", "ts": "0999-01-01T00:00:00Z"},
+    ]
+
+
+def test_a_default_stated_by_the_message_schema_is_what_earlier_rows_read(
+    spark, tmp_path: Path
+) -> None:
+    """Issue 16: a Debezium pipeline without schema-change events learns an added column's
+    default from the message schema; the rows that predate the column read it (in the merge's
+    images of the hour and in the state), a later delete of such a row still meets it, and an
+    hour's events written before events carried defaults still merge."""
+    cfg = pipeline(tmp_path, {"s.d": {"primary_key": ["id"]}})
+    t0 = {"id": "int32", "v": "string"}
+    old = [
+        event(1, "s.d", "insert", None, {"id": 1, "v": "a"}, t0, ["id"]),
+        event(2, "s.d", "insert", None, {"id": 2, "v": "b"}, t0, ["id"]),
+        event(3, "s.d", "insert", None, {"id": 3, "v": "c"}, t0, ["id"]),
+    ]
+    write_hour(cfg, hour(0), old)
+    legacy = pa.Table.from_pylist(old, schema=EVENT_SCHEMA).drop_columns(["defaults"])
+    pq.write_table(legacy, cfg.layout.events(hour(0)) / "part-00000.parquet")  # an older decode
+    merge_hour(spark, cfg, hour(0), buckets=4)
+    t1 = {**t0, "n": "int32"}
+    stated = {"n": "7"}
+    write_hour(
+        cfg,
+        hour(1),
+        [
+            # an image from before the ALTER (no n), then ones with n and its stated default
+            event(4, "s.d", "update", {"id": 1, "v": "a"}, {"id": 1, "v": "a2"}, t0, ["id"]),
+            event(
+                5, "s.d", "insert", None, {"id": 4, "v": "d", "n": 1}, t1, ["id"], defaults=stated
+            ),
+            event(
+                6, "s.d", "delete", {"id": 3, "v": "c", "n": 7}, None, t1, ["id"], defaults=stated
+            ),
+        ],
+    )
+    merge_hour(spark, cfg, hour(1), buckets=4)
+    assert [(r["id"], r["v"], r["n"]) for r in export_rows(cfg, "s.d")] == [
+        (1, "a2", 7),
+        (2, "b", 7),
+        (4, "d", 1),
     ]

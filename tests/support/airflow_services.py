@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 class AirflowServices:
-    def __init__(self, home: Path, pipelines: Path) -> None:
+    def __init__(self, home: Path, pipelines: Path, db_uri: str | None = None, **env: str) -> None:
         self.home = home
         self.port = free_port()
         self.url = f"http://localhost:{self.port}"
@@ -50,7 +50,10 @@ class AirflowServices:
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
             AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT="1800",
+            **env,
         )
+        if db_uri:  # production's metadata database (PostgreSQL) instead of SQLite
+            self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = db_uri
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._token: str | None = None
 

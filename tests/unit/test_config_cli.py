@@ -76,6 +76,22 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
             ("snapshot: {path: snap}", "snapshot: {path: snap}\nretention_hours: 0"),
             "`retention_hours`: must be a whole number of hours >= 1",
         ),
+        # issue 13 item 5: an object store used to become a local folder named "s3:" silently
+        (("warehouse: wh", "warehouse: s3://bucket/wh"), "`warehouse`: s3:// is not supported"),
+        (("raw_path: /data/raw", "raw_path: gs://b/raw"), "`raw_path`: gs:// is not supported"),
+        (
+            ("warehouse: wh", "warehouse: wh\ncatalog: {type: sql, warehouse: 's3://b/ice'}"),
+            "`catalog.warehouse`: s3:// is not supported",
+        ),
+        # issue 13 item 3: catalog secrets come from the environment, never the YAML
+        (
+            ("warehouse: wh", "warehouse: wh\ncatalog: {uri: 'postgresql://u:pw@db/ice'}"),
+            "`catalog.uri`: holds a secret in plain text; write ${AN_ENV_VAR}",
+        ),
+        (
+            ("warehouse: wh", "warehouse: wh\ncatalog: {s3.secret-access-key: abc}"),
+            "PYICEBERG_CATALOG__RECON__S3__SECRET_ACCESS_KEY",
+        ),
     ],
 )
 def test_bad_configs_give_one_line_with_key_and_fix(
@@ -189,3 +205,21 @@ def test_the_cli_says_which_hour_an_iso_datetime_was_taken_as(tmp_path: Path) ->
         "recon: --hour 2026-11-20T07:00:00+02:00 taken as hour 2026-11-20T05 (UTC)" in proc.stderr
     )
     assert proc.returncode == 2 and "no report for 2026-11-20T05" in proc.stderr
+
+
+def test_file_uris_are_paths_and_catalog_secrets_are_read_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recon.publish.iceberg import catalog_properties
+
+    text = GOOD.replace("warehouse: wh", f"warehouse: file://{tmp_path}/wh").replace(
+        "raw_path: /data/raw",
+        "raw_path: file:///data/raw\ncatalog: {type: sql, uri: 'postgresql://u:${CAT_PW}@db/i'}",
+    )
+    cfg = load_config(_write(tmp_path, text))
+    assert (cfg.warehouse, cfg.raw_path) == (tmp_path / "wh", Path("/data/raw"))
+    monkeypatch.delenv("CAT_PW", raising=False)
+    with pytest.raises(ConfigError, match=r"`catalog.uri` reads \$\{CAT_PW\}, which is not set"):
+        catalog_properties(cfg)
+    monkeypatch.setenv("CAT_PW", "s3cret")
+    assert catalog_properties(cfg)["uri"] == "postgresql://u:s3cret@db/i"

@@ -24,3 +24,25 @@ def test_the_users_conf_wins_everywhere(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("RECON_SPARK_CONF", "[1]")
     with pytest.raises(ValueError, match="not a JSON object"):
         session_conf(local=True)
+
+
+def test_the_dags_pass_no_default_the_clusters_spark_defaults_conf_sets(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13 item 4: a `--conf` overrides spark-defaults.conf, so the DAGs leave out every
+    default the cluster's file sets; RECON_SPARK_CONF still wins over both."""
+    monkeypatch.delenv("RECON_SPARK_CONF", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# cluster\nspark.driver.memory   6g\nspark.pyspark.python=./env/bin/python\n"
+        "spark.sql.shuffle.partitions 400\n"
+    )
+    conf = submit_conf("/venv/bin/python")
+    assert "spark.driver.memory" not in conf and "spark.sql.shuffle.partitions" not in conf
+    assert "spark.pyspark.python" not in conf
+    assert conf["spark.pyspark.driver.python"] == "/venv/bin/python"
+    assert conf["spark.executor.extraJavaOptions"] == "-Duser.timezone=UTC"
+    monkeypatch.setenv("RECON_SPARK_CONF", '{"spark.driver.memory": "3g"}')
+    assert submit_conf()["spark.driver.memory"] == "3g"
+    monkeypatch.delenv("RECON_SPARK_CONF")
+    assert "spark.driver.memory" not in session_conf(local=True)
