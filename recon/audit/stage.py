@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from pyspark.sql import SparkSession
@@ -11,6 +12,8 @@ from recon.audit.facts import read_facts
 from recon.audit.report import AuditReport, build_report, validate, write_report
 from recon.audit.table import append_audit_table
 from recon.config import PipelineConfig
+
+log = logging.getLogger(__name__)
 
 
 def audit_hour(
@@ -28,4 +31,5 @@ def audit_hour(
     write_report(cfg, hour, report)
     append_audit_table(cfg, report)
     (cfg.layout.audit(hour) / "failed.json").unlink(missing_ok=True)  # the hour ran to the end
+    log.info("%s %s: audit verdict %s", cfg.name, report["hour"], report["verdict"])
     return report

@@ -202,9 +202,24 @@ def _log_to_stderr() -> None:
         handler.recon_cli = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    # the stages' own per-hour lines repeat what the CLI prints: shown with RECON_LOG_LEVEL
+    level = os.environ.get("RECON_LOG_LEVEL", "").upper()
+    for name in ("recon.decode", "recon.merge", "recon.audit"):
+        logging.getLogger(name).setLevel(level if level in _LEVELS else logging.WARNING)
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    level = os.environ.get("RECON_LOG_LEVEL", "").upper()
+    if level and level not in _LEVELS:
+        print(
+            f"recon: RECON_LOG_LEVEL={level!r} is not a log level; use DEBUG, INFO, WARNING or "
+            "ERROR",
+            file=sys.stderr,
+        )
+        return 2
     _log_to_stderr()
     parser = build_parser()
     args = parser.parse_args(argv)

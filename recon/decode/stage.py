@@ -11,6 +11,7 @@ aggregates reach the driver, never records.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import uuid
 from collections import defaultdict
@@ -36,6 +37,8 @@ from recon.spark.session import arrow_ddl
 
 PartitionKey = tuple[str, int]
 HASH = "_content_hash"
+
+log = logging.getLogger(__name__)
 
 
 def table_defs_before(cfg: PipelineConfig, hour: datetime) -> dict[str, TableDef]:
@@ -120,6 +123,11 @@ def decode_hour(
     counters = _counters(cfg, hour, run_id, inp, decoded)
     write_json_atomic(layout.decode_counters(hour), counters)
     shutil.rmtree(staging, ignore_errors=True)
+    log.info(
+        "%s %s: decoded %s records into %s events %s",
+        cfg.name, counters["hour"], counters["totals"].get("records", 0),
+        sum(counters["events_by_op"].values()), counters["events_by_op"],
+    )  # fmt: skip
     return counters
 
 

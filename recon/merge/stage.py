@@ -13,6 +13,7 @@ state and published version in force, and re-running converges.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -66,6 +67,8 @@ from recon.spark.session import arrow_ddl
 # have to fit in the heap (a cache of a big hour ran out of memory in a 512 MB heap).
 CACHE = StorageLevel.DISK_ONLY
 
+log = logging.getLogger(__name__)
+
 
 def merge_hour(
     spark: SparkSession,
@@ -87,7 +90,14 @@ def merge_hour(
             "(or `recon run`) first"
         )
     merge = _HourMerge(spark, cfg, hour, run_id or uuid.uuid4().hex[:12], names, buckets)
-    return merge.run(publish, limited=tables is not None)
+    result = merge.run(publish, limited=tables is not None)
+    for name, t in result["tables"].items():
+        log.info(
+            "%s %s: %s: %s -> %s rows, %s changes applied, snapshot %s",
+            cfg.name, result["hour"], name, t["rows_before"], t["rows_after"], t["applied"],
+            t["published"].get("snapshot_id"),
+        )  # fmt: skip
+    return result
 
 
 @dataclass

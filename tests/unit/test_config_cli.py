@@ -223,3 +223,23 @@ def test_file_uris_are_paths_and_catalog_secrets_are_read_from_the_environment(
         catalog_properties(cfg)
     monkeypatch.setenv("CAT_PW", "s3cret")
     assert catalog_properties(cfg)["uri"] == "postgresql://u:s3cret@db/i"
+
+
+def test_the_stages_log_through_logging_and_the_cli_stays_concise(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13 item 7: per-package loggers; the CLI shows the stages' own lines only when
+    RECON_LOG_LEVEL asks, and a bad level is one line."""
+    import logging
+
+    from recon.cli import main
+
+    monkeypatch.setenv("RECON_LOG_LEVEL", "loud")
+    assert main(["validate", str(ROOT / "pipelines")]) == 2
+    assert "RECON_LOG_LEVEL='LOUD' is not a log level" in capsys.readouterr().err
+    monkeypatch.delenv("RECON_LOG_LEVEL")
+    assert main(["validate", str(ROOT / "pipelines")]) == 0
+    assert logging.getLogger("recon.merge.stage").getEffectiveLevel() == logging.WARNING
+    monkeypatch.setenv("RECON_LOG_LEVEL", "debug")
+    assert main(["validate", str(ROOT / "pipelines")]) == 0
+    assert logging.getLogger("recon.merge.stage").getEffectiveLevel() == logging.DEBUG
