@@ -90,6 +90,18 @@ def write_summary(summary: dict[str, Any], path: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if not _configure_logging():
+        return 2
+    try:
+        return run(args)
+    except ReconError as err:
+        print(f"jobs/stage.py: {err}", file=sys.stderr)
+        return 2
+
+
+def _configure_logging() -> bool:
+    """The library's loggers (recon.decode, recon.merge, recon.ops, ...) on stderr, once per
+    process (spark-submit runs this file as a script); False for a bad RECON_LOG_LEVEL."""
     level = os.environ.get("RECON_LOG_LEVEL", "INFO").upper()
     if not isinstance(logging.getLevelName(level), int):
         print(
@@ -97,17 +109,12 @@ def main(argv: list[str] | None = None) -> int:
             "WARNING or ERROR",
             file=sys.stderr,
         )
-        return 2
-    logging.basicConfig(  # the library's loggers (recon.decode, recon.merge, recon.ops, ...)
-        stream=sys.stderr,
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        return run(args)
-    except ReconError as err:
-        print(f"jobs/stage.py: {err}", file=sys.stderr)
-        return 2
+        return False
+    if __name__ == "__main__":  # not when a test calls main(): pytest owns its streams
+        logging.basicConfig(
+            stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    return True
 
 
 if __name__ == "__main__":

@@ -331,7 +331,7 @@ def _print_summary(summary: list[_Outcome], last: str, via_airflow: bool) -> Non
     wh = summary[0].cfg.warehouse
     demo_yaml = "pipelines/demo_canal_pb.yaml"
     print()
-    print(f"published tables: Iceberg, catalog {wh}/catalog.db (tables <pipeline>.shop.orders)")
+    print(f"published tables: Iceberg, catalog {wh}/catalog.db (tables <pipeline>__shop.orders)")
     print(
         f"  read one:       recon export --pipeline {demo_yaml} --table shop.orders --out orders.jsonl"
     )
