@@ -204,15 +204,15 @@ def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
         out[name] = TableConfig(name, pk, cols, ddl, sources)
     seen: dict[str, str] = {}
     for name in out:
-        ident = ".".join(catalog_identifier("p", name))
-        if ident in seen:
+        key = ".".join(_catalog_part(p) for p in name.split(".", 1))
+        if key in seen:
             raise _fail(
                 path,
                 f"tables.{name}",
-                f"is published under the same catalog name as {seen[ident]} ({ident[2:]}: "
+                f"is published under the same catalog name as {seen[key]} ({key}: "
                 "catalogs take lower case letters, digits and _); keep one of them",
             )
-        seen[ident] = name
+        seen[key] = name
     return out
 
 
@@ -224,7 +224,11 @@ def catalog_identifier(pipeline: str, table: str) -> tuple[str, str]:
     accept: namespace `<pipeline>__<db>`, name `<table>`, lower case, anything but letters,
     digits and `_` as `_` (`shop.Order-Items` of pipeline `p` is `p__shop.order_items`)."""
     db, tbl = table.split(".", 1)
-    return f"{pipeline}__{_UNSAFE.sub('_', db.lower())}", _UNSAFE.sub("_", tbl.lower())
+    return f"{pipeline}__{_catalog_part(db)}", _catalog_part(tbl)
+
+
+def _catalog_part(name: str) -> str:
+    return _UNSAFE.sub("_", name.lower())
 
 
 def _audit(path: Path, value: Any) -> AuditConfig:
@@ -307,9 +311,10 @@ def _catalog(path: Path, catalog: Any) -> dict[str, str]:
 
 def _has_password(uri: str) -> bool:
     try:
-        return bool(urlsplit(uri).password) and "${" not in (urlsplit(uri).password or "")
+        password = urlsplit(uri).password
     except ValueError:
         return False
+    return password is not None and password != "" and "${" not in password
 
 
 def parse_config(data: Any, path: Path) -> PipelineConfig:

@@ -105,16 +105,20 @@ def submit_conf(python: str | None = None) -> dict[str, str]:
     """The `--conf`s of the DAGs' spark-submit tasks: the defaults that make sense wherever the
     driver runs (and `python` for the Python workers), each only where the cluster's
     `spark-defaults.conf` sets nothing; then `RECON_SPARK_CONF`, which wins."""
-    defaults = {k: local_defaults()[k] for k in SUBMIT_DEFAULTS}
+    local = local_defaults()
+    defaults = {k: local[k] for k in SUBMIT_DEFAULTS}
     if python:
         defaults |= {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
-    cluster = cluster_conf()
-    return {**{k: v for k, v in defaults.items() if k not in cluster}, **user_spark_conf()}
+    return {**_not_set_by_cluster(defaults), **user_spark_conf()}
 
 
 def session_conf(local: bool) -> dict[str, str]:
     """The properties a new session is built with: defaults (local only, and only where
     `spark-defaults.conf` sets nothing), then the user's."""
-    cluster = cluster_conf() if local else {}
-    defaults = {k: v for k, v in local_defaults().items() if k not in cluster} if local else {}
+    defaults = _not_set_by_cluster(local_defaults()) if local else {}
     return {**defaults, **user_spark_conf()}
+
+
+def _not_set_by_cluster(defaults: dict[str, str]) -> dict[str, str]:
+    cluster = cluster_conf()
+    return {k: v for k, v in defaults.items() if k not in cluster}

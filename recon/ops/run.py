@@ -126,7 +126,8 @@ def run_stage(
     """One stage over the hours, in order (what a DAG task runs); each hour gets its own run
     id (`<run_id>_<hour>`). Returns the hours whose audit verdict is `fail` (audit only); any
     other stage stops at the first error, so later hours never run past a failed one.
-    `summary` (when given) gets the stage's totals: hours, records, events, rows, verdicts."""
+    `summary` (when given) gets the stage's totals: hours, records (read by decode, applied by
+    merge), verdicts (audit), seconds."""
     writes_state = stage in ("merge", "audit")  # decode writes only its own hour's outputs
     with pipeline_lock(cfg, f"{stage} stage", lock_wait) if writes_state else nullcontext():
         return _stage_hours(

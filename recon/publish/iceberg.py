@@ -45,6 +45,11 @@ from recon.merge.result import PublishResult
 META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
 
 
+# pyiceberg's own variable for the `recon` catalog's URI: set, it is the catalog of every
+# pipeline without `catalog:` (the compose file points it at PostgreSQL)
+SHARED_CATALOG_URI = "PYICEBERG_CATALOG__RECON__URI"
+
+
 def catalog_properties(cfg: PipelineConfig) -> dict[str, str]:
     if cfg.catalog:
         return {k: _expand_env(cfg, k, v) for k, v in cfg.catalog.items()}
@@ -56,11 +61,6 @@ def catalog_properties(cfg: PipelineConfig) -> dict[str, str]:
         "uri": f"sqlite:///{cfg.warehouse}/catalog.db",
         "warehouse": f"file://{cfg.warehouse}/iceberg",
     }
-
-
-# pyiceberg's own variable for the `recon` catalog's URI: set, it is the catalog of every
-# pipeline without `catalog:` (the compose file points it at PostgreSQL)
-SHARED_CATALOG_URI = "PYICEBERG_CATALOG__RECON__URI"
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
