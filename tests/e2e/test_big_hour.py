@@ -1,6 +1,6 @@
 """Hours of any size (issue 17): one hour of a few hundred MB of raw records, far more than the
-768 MB heap it runs with could hold as a cache, decodes, merges and publishes the same tables as
-the same records spread over four smaller hours; for Debezium JSON with schemas (as its JSON
+768 MB heap it runs with could hold as a cache, decodes, merges and publishes a table equal, column
+for column, to the source's final state; for Debezium JSON with schemas (as its JSON
 converter writes by default) and for Tencent protobuf with envelopes cut into segments that
 straddle dump files."""
 
@@ -19,7 +19,7 @@ import pytest
 from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.demo import sample
-from recon.demo.demo import write_dump
+from recon.demo.demo import _comparable, _expected_rows, write_dump
 from recon.publish.export import export_rows
 from tests.support.builders import write_pipeline
 from tests.support.bulk import bulk_workload
@@ -44,16 +44,6 @@ def _recon(*args: str, spark_conf: str | None = None) -> subprocess.CompletedPro
     )
 
 
-def _spread(recs: list[RawRecord], hours: int) -> list[RawRecord]:
-    """The same records (same offsets), their timestamps spread over `hours` hours in order."""
-    n = len(recs)
-    return [
-        RawRecord(r.topic, r.partition, r.offset, r.key, r.value, r.ts_ms and
-                  int((H0 + timedelta(hours=i * hours // n, seconds=1)).timestamp() * 1000))
-        for i, r in enumerate(sorted(recs, key=lambda r: (r.partition, r.offset)))
-    ]  # fmt: skip
-
-
 def _pipeline(tmp: Path, name: str, fmt: str, recs: list[RawRecord], hours: int) -> Path:
     hour_list = [H0 + timedelta(hours=i) for i in range(hours)]
     write_dump(tmp / "raw", name, recs, "parquet", hour_list, files_per_hour=4)
@@ -70,7 +60,7 @@ def _pipeline(tmp: Path, name: str, fmt: str, recs: list[RawRecord], hours: int)
         ("tencent_dts_pb", lambda t: sample.encode_tencent(t, segment_bytes=400), 100_000),
     ],
 )
-def test_an_hour_larger_than_the_heap_gives_the_tables_of_smaller_hours(
+def test_an_hour_larger_than_the_heap_publishes_the_source_state(
     tmp_path: Path, fmt: str, encode: object, changes: int
 ) -> None:
     txns = bulk_workload(H0, changes, keys=40_000, seed=5)
@@ -85,18 +75,15 @@ def test_an_hour_larger_than_the_heap_gives_the_tables_of_smaller_hours(
             )
     big = _pipeline(tmp_path / "one", "big", fmt, recs, 1)
     size = sum(f.stat().st_size for f in (tmp_path / "one" / "raw").rglob("*.parquet"))
-    last = (H0 + timedelta(hours=3)).strftime("%Y-%m-%dT%H")
     first = H0.strftime("%Y-%m-%dT%H")
     r = _recon("run", "--pipeline", str(big), "--from", first, spark_conf=SMALL_HEAP)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    small = _pipeline(tmp_path / "four", "big", fmt, _spread(recs, 4), 4)
-    r = _recon("run", "--pipeline", str(small), "--from", first, "--to", last)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    one = list(export_rows(load_config(big), "shop.orders"))
-    four = list(export_rows(load_config(small), "shop.orders"))
-    assert one == four and len(one) > 10_000
-    expected = sample.final_state(txns)
-    assert [row["id"] for row in one] == sorted(expected)
+    one = [_comparable(row) for row in export_rows(load_config(big), "shop.orders")]
+    # every column of every row equals the source's final state (what the same records spread
+    # over smaller hours also give: the demo and the MariaDB tests check that per hour)
+    expected = _expected_rows(sample.final_state(txns))
+    assert len(one) > 10_000
+    assert one == expected
     messages = sum(len(r.value or b"") for r in recs)
     print(
         f"{fmt}: {len(recs)} records, {messages / 1e6:.0f} MB of messages in {size / 1e6:.0f} MB of dumps"
