@@ -5,7 +5,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: setup demo test test-fast lint fmt clean airflow pack
+.PHONY: setup demo test test-fast lint fmt clean airflow pack bench
 
 setup:
 	bash scripts/setup.sh
@@ -29,6 +29,11 @@ test-fast: setup lint
 # Airflow with a scheduler and the UI (http://localhost:8080) on this machine.
 airflow: setup
 	$(VENV)/bin/python -m recon.demo.airflow_local
+
+# The speed benchmark (README "Speed"): copy floor, naive job and `recon run` on the same hour of
+# each format at two sizes; results in benchmarks/results/. BENCH_ARGS="--sizes 100k,1m" etc.
+bench: setup
+	$(PY) -m benchmarks.run $(BENCH_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check recon jobs dags plugins tests scripts benchmarks

@@ -1,0 +1,299 @@
+"""`make bench`: one hour of each format at two sizes, through three paths, each a fresh process
+on the same data: the copy floor, the naive job a user would write (`benchmarks.paths`) and
+`recon run` (decode, merge, publish, audit). Times, peak memory, row counts; the marginal rate
+(between the two sizes) and the fixed cost (the small size's time minus its messages at that
+rate) per path; the issue's targets as ratios. Writes benchmarks/results/latest.json and
+latest.png and prints a Markdown table (the README quotes one).
+
+Run: .venv/bin/python -m benchmarks.run [--formats ...] [--sizes 100k,500k] [--keys 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from benchmarks.formats import KINDS
+from benchmarks.gen import cut_to_messages, hour_start, iter_sizes, plan, write_hour
+
+ROOT = Path(__file__).resolve().parent.parent
+HOUR = "2026-03-02T10"
+PATHS = ("copy", "naive", "recon")
+
+
+class PeakMemory(threading.Thread):
+    """Samples the resident memory of a process tree: the JVM (driver and executors: one
+    process in local mode), the Python processes (driver program and Spark's workers)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.peak = {"total_mb": 0.0, "jvm_mb": 0.0, "python_mb": 0.0}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+                jvm = py = 0.0
+                for p in procs:
+                    try:
+                        rss = p.memory_info().rss / 2**20
+                        if "java" in p.name():
+                            jvm += rss
+                        else:
+                            py += rss
+                    except psutil.Error:
+                        pass
+                for k, v in (("total_mb", jvm + py), ("jvm_mb", jvm), ("python_mb", py)):
+                    self.peak[k] = max(self.peak[k], round(v, 1))
+            except psutil.Error:
+                pass
+            self.done.wait(0.2)
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    mem = PeakMemory(proc.pid)
+    mem.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - start
+    mem.done.set()
+    mem.join()
+    if proc.returncode != 0:
+        sys.exit(
+            f"bench: {' '.join(cmd[:4])} failed ({proc.returncode}):\n{out[-2000:]}{err[-3000:]}"
+        )
+    return {"seconds": round(seconds, 2), "peak": mem.peak, "stdout": out}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    py = sys.executable
+    env.setdefault("PYSPARK_PYTHON", py)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", py)
+    env["PATH"] = f"{Path(py).parent}:{env.get('PATH', '')}"
+    env["PYTHONPATH"] = f"{ROOT}:{env.get('PYTHONPATH', '')}"
+    return env
+
+
+def make_hour(work: Path, fmt: str, messages: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Generate the hour and the pipeline config that reads it."""
+    shutil.rmtree(work, ignore_errors=True)
+    kinds = KINDS[fmt]()
+    p = plan(hour_start(HOUR), messages, args.keys, args.delete_share, args.partitions, args.seed)
+    p = cut_to_messages(p, kinds, messages)
+    t0 = time.perf_counter()
+    counts: dict[str, Any] = dict(write_hour(p, kinds, work / "raw", "bench"))
+    counts["generate_seconds"] = round(time.perf_counter() - t0, 2)
+    counts["expected_rows"] = p.expected_rows()
+    tables: dict[str, Any] = {"shop.orders": {}}
+    if fmt == "tencent_dts_pb":  # its messages carry no column types to publish by
+        from recon.demo.sample import CREATE_SQL
+
+        tables = {"shop.orders": {"ddl": CREATE_SQL}}
+    doc = {
+        "name": "bench",
+        "format": fmt,
+        "raw_path": "raw",
+        "topics": ["bench"],
+        "warehouse": "wh",
+        "start": f"{HOUR}:00:00Z",
+        "tables": tables,
+    }
+    (work / "pipeline.yaml").write_text(yaml.safe_dump(doc))
+    return counts
+
+
+def recon_rows(work: Path) -> int:
+    from recon.config import load_config
+    from recon.publish.iceberg import load_table
+
+    table = load_table(load_config(work / "pipeline.yaml"), "shop.orders")
+    return int(table.scan(selected_fields=("id",)).to_arrow().num_rows)
+
+
+def run_paths(work: Path, fmt: str, paths: tuple[str, ...]) -> dict[str, Any]:
+    env = _env()
+    hour_dir = str(work / "raw" / "bench")
+    out: dict[str, Any] = {}
+    for path in paths:
+        if path == "recon":
+            cmd = [sys.executable, "-m", "recon.cli", "run", "--pipeline", str(work / "pipeline.yaml"), "--from", HOUR]  # fmt: skip
+        else:
+            cmd = [sys.executable, "-m", "benchmarks.paths", path, "--format", fmt, "--hour-dir", hour_dir, "--out", str(work / path)]  # fmt: skip
+        res = timed(cmd, env)
+        stdout = res.pop("stdout")
+        if path == "recon":
+            res["rows"] = recon_rows(work)
+        else:
+            res["rows"] = int(stdout.split("rows ")[-1].split()[0])
+        out[path] = res
+        print(f"  {path:<6} {res['seconds']:>7.1f} s  rows {res['rows']:>8}  peak {res['peak']['total_mb']:.0f} MB", flush=True)  # fmt: skip
+    return out
+
+
+def derive(fmt: str, sizes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Marginal rate and fixed cost per path from the two sizes, and the targets."""
+    small, big = sizes[0], sizes[-1]
+    d: dict[str, Any] = {}
+    for path in PATHS:
+        if path not in small["paths"]:
+            continue
+        dt = big["paths"][path]["seconds"] - small["paths"][path]["seconds"]
+        dm = big["messages"] - small["messages"]
+        dc = big["changes"] - small["changes"]
+        if dt <= 0:  # the sizes are too close for this machine's noise
+            sys.exit(
+                f"bench: {fmt} {path} took no longer at the larger size; use sizes further apart"
+            )
+        rate = dm / dt
+        d[path] = {
+            "marginal_messages_per_s": round(rate),
+            "marginal_changes_per_s": round(dc / dt),
+            "fixed_seconds": round(small["paths"][path]["seconds"] - small["messages"] / rate, 2),
+        }
+    if "recon" in d and "naive" in d:
+        r, n = d["recon"], d["naive"]
+        d["recon_vs_naive_marginal"] = round(r["marginal_messages_per_s"] / n["marginal_messages_per_s"], 3)  # fmt: skip
+        d["recon_vs_naive_fixed"] = round(r["fixed_seconds"] / max(n["fixed_seconds"], 0.01), 2)
+        cores = os.cpu_count() or 1
+        d["recon_changes_per_s_per_core"] = round((r["marginal_changes_per_s"] or 0) / cores)
+        d["targets"] = {
+            "marginal >= naive" if fmt != "tencent_dts_pb" else "changes/s/core >= 50k": (
+                d["recon_vs_naive_marginal"] >= 1
+                if fmt != "tencent_dts_pb"
+                else d["recon_changes_per_s_per_core"] >= 50_000
+            ),
+            "fixed <= 2x naive": d["recon_vs_naive_fixed"] <= 2,
+        }
+    return d
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        "| format | messages | copy floor | naive | `recon run` | recon rows = naive rows |",
+        "|---|---:|---:|---:|---:|:--:|",
+    ]
+    for fmt, r in results["formats"].items():
+        for s in r["sizes"]:
+            p = s["paths"]
+            same = p["recon"]["rows"] == p["naive"]["rows"] == s["expected_rows"]
+            lines.append(
+                f"| {fmt} | {s['messages']:,} | {p['copy']['seconds']:.1f} s | "
+                f"{p['naive']['seconds']:.1f} s | {p['recon']['seconds']:.1f} s | {'yes' if same else 'NO'} |"
+            )
+        d = r["derived"]
+        lines.append(
+            f"| {fmt} | marginal msg/s | {d['copy']['marginal_messages_per_s']:,} | "
+            f"{d['naive']['marginal_messages_per_s']:,} | {d['recon']['marginal_messages_per_s']:,} | |"
+        )
+        lines.append(
+            f"| {fmt} | fixed s | {d['copy']['fixed_seconds']:.1f} | {d['naive']['fixed_seconds']:.1f} | "
+            f"{d['recon']['fixed_seconds']:.1f} | |"
+        )
+    return "\n".join(lines)
+
+
+def chart(results: dict[str, Any], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fmts = list(results["formats"])
+    fig, axes = plt.subplots(1, len(fmts), figsize=(5 * len(fmts), 4), squeeze=False)
+    for ax, fmt in zip(axes[0], fmts, strict=True):
+        sizes = results["formats"][fmt]["sizes"]
+        for path in PATHS:
+            xs = [s["messages"] / 1000 for s in sizes]
+            ys = [s["paths"][path]["seconds"] for s in sizes]
+            ax.plot(xs, ys, marker="o", label=path)
+        ax.set_title(fmt)
+        ax.set_xlabel("messages in the hour (thousands)")
+        ax.set_ylabel("seconds, end to end")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"one hour, each path a fresh process ({results['machine']['cores']} cores)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="the speed benchmark (README 'Speed')")
+    ap.add_argument("--formats", default=",".join(KINDS))
+    ap.add_argument("--sizes", default="100k,500k", help="messages per hour, two sizes")
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--delete-share", type=float, default=0.1)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--work", default=str(ROOT / "var" / "bench"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args()
+    sizes = list(iter_sizes(args.sizes))
+    fmts = [f.strip() for f in args.formats.split(",")]
+    bad = [f for f in fmts if f not in KINDS]
+    if bad or len(sizes) != 2:
+        sys.exit(f"bench: --formats from {', '.join(KINDS)}; --sizes two sizes like 100k,500k")
+    results: dict[str, Any] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30), "python": platform.python_version()},  # fmt: skip
+        "workload": {"keys": args.keys, "delete_share": args.delete_share, "partitions": args.partitions},
+        "formats": {},
+    }  # fmt: skip
+    for fmt in fmts:
+        runs = []
+        for size in sizes:
+            work = Path(args.work) / f"{fmt}-{size}"
+            counts = make_hour(work, fmt, size, args)
+            print(f"{fmt}: {counts['messages']:,} messages ({counts['changes']:,} changes, generated in {counts['generate_seconds']} s)", flush=True)  # fmt: skip
+            counts["paths"] = run_paths(work, fmt, PATHS)
+            runs.append(counts)
+            shutil.rmtree(work, ignore_errors=True)
+        results["formats"][fmt] = {"sizes": runs, "derived": derive(fmt, runs)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    chart(results, out / "latest.png")
+    report(results, out)
+
+
+def report(results: dict[str, Any], out: Path) -> None:
+    print()
+    print(markdown(results))
+    print()
+    ok = True
+    for fmt, r in results["formats"].items():
+        d = r["derived"]
+        for s in r["sizes"]:
+            p = s["paths"]
+            if not p["recon"]["rows"] == p["naive"]["rows"] == s["expected_rows"]:
+                ok = False
+                print(f"ROWS DIFFER {fmt} {s['messages']}: recon {p['recon']['rows']}, naive {p['naive']['rows']}, expected {s['expected_rows']}")  # fmt: skip
+        print(
+            f"{fmt}: recon/naive marginal rate {d['recon_vs_naive_marginal']}x, fixed cost "
+            f"{d['recon_vs_naive_fixed']}x; recon {d['recon_changes_per_s_per_core']:,} changes/s/core; "
+            + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in d["targets"].items())
+        )
+    print(f"\nresults: {out / 'latest.json'}, chart: {out / 'latest.png'}")
+    if not ok:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The speed benchmark's generator (benchmarks/gen.py) writes messages recon's own decoders read
+without a quarantine, whose fold is the table the plan says (rows, values of a row), and which
+the naive job's parser reads the same way; a broken template or slot would show here before it
+skewed a benchmark."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from benchmarks.formats import KINDS
+from benchmarks.gen import (
+    DELETE,
+    KEY0,
+    STATUSES,
+    b64,
+    cut_to_messages,
+    digits,
+    hour_start,
+    plan,
+    varint5,
+    write_hour,
+)
+from benchmarks.paths import _decode_tencent
+from recon.core.ddl import parse_create_table
+from recon.core.model import RawRecord
+from recon.decode.base import DecodeContext
+from recon.decode.stream import decode_records
+from recon.demo.reference_fold import fold, table_rows
+from recon.demo.sample import CREATE_SQL
+
+HOUR = hour_start("2026-03-02T10")
+
+
+def test_fixed_width_renderings() -> None:
+    assert digits(np.array([7, 1234567]), 7).tobytes() == b"00000071234567"
+    with pytest.raises(ValueError):
+        digits(np.array([12345678]), 7)
+    raw = np.array([[1, 2, 3, 4], [255, 0, 9, 200]], np.uint8)
+    assert [bytes(r) for r in b64(raw)] == [base64.b64encode(bytes(r)) for r in raw]
+    v = np.array([2**28, 2**35 - 1, 1_772_445_600])
+    for x, enc in zip(v, varint5(v), strict=True):
+        n, shift = 0, 0
+        for byte in enc:
+            n |= (int(byte) & 0x7F) << shift
+            shift += 7
+        assert n == x and enc[-1] < 0x80 and all(b >= 0x80 for b in enc[:-1])
+
+
+def _records(root: Path) -> list[RawRecord]:
+    files = sorted(root.rglob("part-*.parquet"))
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    return [
+        RawRecord(r["topic"], r["partition"], r["offset"], r["key"], r["value"], 0) for r in rows
+    ]
+
+
+@pytest.mark.parametrize("fmt", sorted(KINDS))
+def test_recon_decodes_what_the_generator_writes_into_the_planned_table(
+    tmp_path: Path, fmt: str
+) -> None:
+    kinds = KINDS[fmt]()
+    p = cut_to_messages(plan(HOUR, 3000, keys=400, delete_share=0.3, partitions=2), kinds, 3000)
+    counts = write_hour(p, kinds, tmp_path, "bench", rows_per_file=700)
+    recs = _records(tmp_path)
+    assert counts["messages"] == len(recs) <= 3000 and len(recs) > 2900
+    # offsets per partition are 0..n-1 with no gap
+    for part in (0, 1):
+        offs = sorted(r.offset for r in recs if r.partition == part)
+        assert offs == list(range(len(offs)))
+    ctx = DecodeContext(tables={"shop.orders": parse_create_table(CREATE_SQL)[2]})
+    out = decode_records(recs, fmt, ctx).to_pylist()
+    assert not [r["reason"] for r in out if r["kind"] == "quarantine"]
+    assert not [r for r in out if r["kind"] == "carry"]
+    events = [r for r in out if r["kind"] == "event"]
+    assert {e["op"] for e in events} == {"insert", "update", "delete"}
+    rows = table_rows(fold(events))["shop.orders"]
+    assert len(rows) == p.expected_rows() > 100
+    # the last after-image of a live key is its row
+    last: dict[int, int] = {}
+    for i, k in enumerate(p.key):
+        last[int(k)] = i
+    live = [i for i in last.values() if p.op[i] != DELETE]
+    i = max(live)
+    row = next(r for r in rows if r["id"] == str(KEY0 + p.key[i]))
+    assert Decimal(row["amount"]) == Decimal(int(p.amount[i])) / 100
+    assert row["status"] == STATUSES[p.status[i]].tobytes().decode()
+    assert row["customer"] == f"c{KEY0 + p.key[i]}"
+
+
+def test_the_naive_protobuf_udf_reads_the_generated_changes(tmp_path: Path) -> None:
+    kinds = KINDS["tencent_dts_pb"]()
+    p = plan(HOUR, 500, keys=100, delete_share=0.5, partitions=1)
+    write_hour(p, kinds, tmp_path, "bench")
+    recs = sorted(_records(tmp_path), key=lambda r: r.offset)
+    rows = [row for r in recs for row in _decode_tencent(r.value)]
+    assert [r[0] for r in rows] == [int(KEY0 + k) for k in p.key]
+    assert [r[2] for r in rows] == [bool(op == DELETE) for op in p.op]
