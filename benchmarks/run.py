@@ -186,8 +186,8 @@ def derive(fmt: str, sizes: list[dict[str, Any]]) -> dict[str, Any]:
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        "| format | messages | copy floor | naive | `recon run` | recon rows = naive rows |",
-        "|---|---:|---:|---:|---:|:--:|",
+        "| format | messages | copy floor | naive | `recon run` | rows equal | peak MB naive / recon |",
+        "|---|---:|---:|---:|---:|:--:|---:|",
     ]
     for fmt, r in results["formats"].items():
         for s in r["sizes"]:
@@ -195,16 +195,17 @@ def markdown(results: dict[str, Any]) -> str:
             same = p["recon"]["rows"] == p["naive"]["rows"] == s["expected_rows"]
             lines.append(
                 f"| {fmt} | {s['messages']:,} | {p['copy']['seconds']:.1f} s | "
-                f"{p['naive']['seconds']:.1f} s | {p['recon']['seconds']:.1f} s | {'yes' if same else 'NO'} |"
+                f"{p['naive']['seconds']:.1f} s | {p['recon']['seconds']:.1f} s | {'yes' if same else 'NO'} | "
+                f"{p['naive']['peak']['total_mb']:,.0f} / {p['recon']['peak']['total_mb']:,.0f} |"
             )
         d = r["derived"]
         lines.append(
             f"| {fmt} | marginal msg/s | {d['copy']['marginal_messages_per_s']:,} | "
-            f"{d['naive']['marginal_messages_per_s']:,} | {d['recon']['marginal_messages_per_s']:,} | |"
+            f"{d['naive']['marginal_messages_per_s']:,} | {d['recon']['marginal_messages_per_s']:,} | | |"
         )
         lines.append(
             f"| {fmt} | fixed s | {d['copy']['fixed_seconds']:.1f} | {d['naive']['fixed_seconds']:.1f} | "
-            f"{d['recon']['fixed_seconds']:.1f} | |"
+            f"{d['recon']['fixed_seconds']:.1f} | | |"
         )
     return "\n".join(lines)
 
@@ -244,7 +245,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", default=str(ROOT / "var" / "bench"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument(
+        "--report", metavar="JSON", help="print the table of saved results, run nothing"
+    )
     args = ap.parse_args()
+    if args.report:
+        report(json.loads(Path(args.report).read_text()), Path(args.report).parent)
+        return
     sizes = list(iter_sizes(args.sizes))
     fmts = [f.strip() for f in args.formats.split(",")]
     bad = [f for f in fmts if f not in KINDS]
