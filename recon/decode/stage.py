@@ -70,7 +70,6 @@ def fold_ddl(defs: dict[str, TableDef], ddls: list[tuple[str, str, str]]) -> dic
 class _Input:
     """The hour's raw records, what was counted about them, and what goes into the decoders."""
 
-    records: DataFrame
     unreadable: DataFrame
     distinct: DataFrame
     stats: dict[PartitionKey, dict[str, Any]]
@@ -104,10 +103,10 @@ def decode_hour(
     layout = cfg.layout
     files = [list_hour(cfg.raw_path, t, hour) for t in cfg.topics]
     check_complete(files, hour, allow_incomplete)
-    inp = _read_input(spark, cfg, hour, files)
-    staging = layout.staging(run_id)
-    if staging.exists():
-        shutil.rmtree(staging)
+    staging, copy = layout.staging(run_id), layout.staging(f"{run_id}-input")
+    for d in (staging, copy):
+        shutil.rmtree(d, ignore_errors=True)
+    inp = _read_input(spark, cfg, hour, files, copy)
     _decode_to_staging(spark, cfg, hour, inp, staging)
     paired = _pair_across_partitions(spark, staging)
     decoded = _read_staged(spark, inp, staging)
@@ -122,7 +121,8 @@ def decode_hour(
     )
     counters = _counters(cfg, hour, run_id, inp, decoded)
     write_json_atomic(layout.decode_counters(hour), counters)
-    shutil.rmtree(staging, ignore_errors=True)
+    for d in (staging, copy):
+        shutil.rmtree(d, ignore_errors=True)
     log.info(
         "%s %s: decoded %s records into %s events %s",
         cfg.name, counters["hour"], counters["totals"].get("records", 0),
@@ -132,29 +132,42 @@ def decode_hour(
 
 
 def _read_input(
-    spark: SparkSession, cfg: PipelineConfig, hour: datetime, files: list[Any]
+    spark: SparkSession, cfg: PipelineConfig, hour: datetime, files: list[Any], copy: Path
 ) -> _Input:
-    # no cache: each pass re-reads the dumps in bounded splits, so a task holds a slice of a
-    # file, never the hour (a cached hour had to fit in the heap)
+    """The hour's records, each (offset, content) once, written to `copy` in one pass over the
+    dumps: the counters, the offsets kept for later hours and the decode read that copy, not
+    the dumps again (it was three passes and three shuffles of the dumps)."""
     records, unreadable = read_hour(spark, files)
     # a record is a duplicate when its offset AND its content (key and value) were seen: the
     # same offset with other content is a topic re-created or a cluster moved (offset reset)
-    records = records.withColumn(HASH, F.xxhash64("key", "value"))
+    keys = ["topic", "partition", "offset", HASH]
+    rest = [c for c in records.columns if c not in keys]
+    once = (
+        records.withColumn(HASH, F.xxhash64("key", "value"))
+        .groupBy(*keys)
+        .agg(F.count("*").alias("_copies"), F.first(F.struct(*rest)).alias("_r"))
+        .select(*keys, "_copies", "_r.*")
+    )
+    once.write.parquet(str(copy))
+    # no cache: each pass re-reads the copy in bounded splits, so a task holds a slice of the
+    # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
+    # empty hour writes no file to infer it from
+    distinct = spark.read.schema(once.schema).parquet(str(copy))
     # input counters per (topic, partition): aggregates only, never the data
     stats = {
         (r["topic"], r["partition"]): r.asDict()
-        for r in records.groupBy("topic", "partition")
+        for r in distinct.groupBy("topic", "partition")
         .agg(
-            F.count("*").alias("records"),
-            F.countDistinct("offset", HASH).alias("distinct"),
+            F.sum("_copies").alias("records"),
+            F.count("offset").alias("distinct"),
             F.countDistinct("offset").alias("distinct_offsets"),
-            F.sum(F.coalesce(F.length("value"), F.lit(0))).alias("bytes"),
+            F.sum(F.coalesce(F.length("value"), F.lit(0)) * F.col("_copies")).alias("bytes"),
             F.min("offset").alias("min_offset"),
             F.max("offset").alias("max_offset"),
         )
         .collect()
     }
-    distinct = records.dropDuplicates(["topic", "partition", "offset", HASH])
+    distinct = distinct.drop("_copies")
     fresh, cross_dups, resets, seen = _drop_seen_records(spark, cfg.layout, hour, distinct)
     if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
         _count_resets_in_hour(fresh, seen, resets)
@@ -162,7 +175,7 @@ def _read_input(
     carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
     carried_in = has_parquet(carry_dir)
     to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
-    return _Input(records, unreadable, distinct, stats, cross_dups, resets, to_decode, carried_in)
+    return _Input(unreadable, distinct, stats, cross_dups, resets, to_decode, carried_in)
 
 
 def _earlier_offset_dirs(layout: Layout, hour: datetime) -> list[str]:
