@@ -26,6 +26,7 @@ from benchmarks.gen import (
     sbytes,
     varint5,
 )
+from recon.demo.sample import DBZ_FIELDS
 
 DW_SEQ0 = 1_731_663_842_292_000_000
 COLS = ("id", "customer", "amount", "status", "updated_at", "note")
@@ -90,15 +91,24 @@ def _json_image(p: Plan, sel: np.ndarray, which: str, prefix: str) -> dict[str, 
     }
 
 
+def _json_images(
+    p: Plan, sel: np.ndarray, before: bool, after: bool, amount: str
+) -> dict[str, np.ndarray]:
+    """The slots of the images a message carries; `amount`: the rendering of the DECIMAL
+    (`amount_text` for DataWorks' string, `amount_b64` for Debezium's bytes)."""
+    out: dict[str, np.ndarray] = {}
+    for flag, which, prefix in ((before, "before", "b_"), (after, "after", "a_")):
+        if flag:
+            img = _json_image(p, sel, which, prefix)
+            img[f"{prefix}amount"] = img[f"{prefix}{amount}"]
+            out.update(img)
+    return out
+
+
 def _dw_values(before: bool, after: bool) -> Any:
     def values(p: Plan, sel: np.ndarray, offset: np.ndarray) -> dict[str, np.ndarray]:
         out = {"seq": digits(DW_SEQ0 + sel, 19), "ts": digits(p.ts_ms[sel], 13)}
-        for flag, which, prefix in ((before, "before", "b_"), (after, "after", "a_")):
-            if flag:
-                img = _json_image(p, sel, which, prefix)
-                img[f"{prefix}amount"] = img[f"{prefix}amount_text"]
-                out.update(img)
-        return out
+        return out | _json_images(p, sel, before, after, "amount_text")
 
     return values
 
@@ -118,26 +128,6 @@ def dataworks_kinds() -> list[Message]:
 
 # ---- Debezium JSON (with schemas, as its JSON converter writes by default) ----
 
-_DBZ_FIELDS = [
-    {"type": "int32", "optional": False, "field": "id"},
-    {"type": "string", "optional": True, "field": "customer"},
-    {
-        "type": "bytes",
-        "optional": True,
-        "name": "org.apache.kafka.connect.data.Decimal",
-        "version": 1,
-        "parameters": {"scale": "2", "connect.decimal.precision": "10"},
-        "field": "amount",
-    },
-    {"type": "string", "optional": True, "field": "status"},
-    {
-        "type": "int64",
-        "optional": True,
-        "name": "io.debezium.time.Timestamp",
-        "field": "updated_at",
-    },
-    {"type": "bytes", "optional": True, "field": "note"},
-]
 _DBZ_SOURCE = [
     {"type": "string", "optional": False, "field": f}
     for f in ("version", "connector", "name", "db", "table", "file", "gtid", "snapshot")
@@ -161,8 +151,8 @@ def _dbz_doc(op: str, before: bool, after: bool) -> dict[str, Any]:
         "name": "bench.shop.orders.Envelope",
         "optional": False,
         "fields": [
-            {"type": "struct", "fields": _DBZ_FIELDS, "optional": True, "field": "before"},
-            {"type": "struct", "fields": _DBZ_FIELDS, "optional": True, "field": "after"},
+            {"type": "struct", "fields": DBZ_FIELDS, "optional": True, "field": "before"},
+            {"type": "struct", "fields": DBZ_FIELDS, "optional": True, "field": "after"},
             {"type": "struct", "fields": _DBZ_SOURCE, "optional": False, "field": "source"},
             {"type": "string", "optional": False, "field": "op"},
             {"type": "int64", "optional": True, "field": "ts_ms"},
@@ -199,12 +189,7 @@ def _dbz_values(before: bool, after: bool) -> Any:
             "gno": digits(100_000_000 + sel, 9),
             "pos": digits(1_000_000_000 + sel * 10, 10),
         }
-        for flag, which, prefix in ((before, "before", "b_"), (after, "after", "a_")):
-            if flag:
-                img = _json_image(p, sel, which, prefix)
-                img[f"{prefix}amount"] = img[f"{prefix}amount_b64"]
-                out.update(img)
-        return out
+        return out | _json_images(p, sel, before, after, "amount_b64")
 
     return values
 

@@ -31,21 +31,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
+
 INSERT, UPDATE, DELETE = 0, 1, 2
 KEY0 = 1_000_000  # ids are 7 digits: 1_000_000 + key
 STATUSES = np.frombuffer(b"openpaidsentdone", np.uint8).reshape(4, 4)
 SERVER_UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-KAFKA_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("ms", tz="UTC")),
-        ("timestampType", pa.int32()),
-    ]
-)
 
 
 @dataclass
@@ -315,8 +306,9 @@ def _render(p: Plan, kinds: list[Message], idx: np.ndarray, rank: np.ndarray, to
                     "offset": pa.array(offset, pa.int64()),
                     "timestamp": pa.array(p.ts_ms[sel], pa.timestamp("ms", tz="UTC")),
                     "timestampType": pa.array(np.zeros(len(sel), np.int32)),
+                    "headers": pa.nulls(len(sel), KAFKA_PARQUET_SCHEMA.field("headers").type),
                 },
-                schema=KAFKA_SCHEMA,
+                schema=KAFKA_PARQUET_SCHEMA,
             )
         )
         order.append(sel * 4 + (sub[local] - 1))

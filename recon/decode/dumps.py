@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -22,6 +23,20 @@ from recon.layout import raw_hour_folder
 JSONL_SCHEMA = (
     "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp BIGINT, "
     "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: STRING>>, _corrupt STRING"
+)
+
+# A Parquet dump file as Spark's Kafka source writes it (what the demo and the benchmark write)
+KAFKA_PARQUET_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ]
 )
 
 

@@ -31,6 +31,7 @@ from recon._proto import tencent_subscribe_pb2 as pb
 from recon.audit.report import load_report
 from recon.config import PipelineConfig, catalog_identifier, load_config
 from recon.core.model import RawRecord
+from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
 from recon.decode.stage import read_counters
 from recon.decode.stats import Stat
 from recon.demo import sample
@@ -46,19 +47,6 @@ from recon.publish.iceberg import SHARED_CATALOG_URI, get_catalog
 
 DEMO_START = datetime(2026, 11, 20, 0, tzinfo=UTC)
 PIPELINES = PROJECT_ROOT / "pipelines"  # the demo pipelines (not RECON_PIPELINES_DIR)
-
-_KAFKA_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("ms", tz="UTC")),
-        ("timestampType", pa.int32()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-    ]
-)
 
 
 def write_dump(
@@ -101,7 +89,7 @@ def write_dump(
                         }
                         for r in chunk
                     ],
-                    schema=_KAFKA_SCHEMA,
+                    schema=KAFKA_PARQUET_SCHEMA,
                 )
                 pq.write_table(table, folder / f"part-{i:05d}.parquet")
             else:

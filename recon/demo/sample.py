@@ -415,7 +415,7 @@ def _dbz_value(c: str, v: object) -> object:
     return v
 
 
-_DBZ_FIELDS = [
+DBZ_FIELDS = [
     {"type": "int32", "optional": False, "field": "id"},
     {"type": "string", "optional": True, "field": "customer"},
     {
@@ -442,8 +442,8 @@ def encode_debezium(txns: list[Txn], snapshot_rows: list[dict] | None = None) ->
         "type": "struct",
         "name": "demo.shop.orders.Envelope",
         "fields": [
-            {"type": "struct", "fields": _DBZ_FIELDS, "optional": True, "field": "before"},
-            {"type": "struct", "fields": _DBZ_FIELDS, "optional": True, "field": "after"},
+            {"type": "struct", "fields": DBZ_FIELDS, "optional": True, "field": "before"},
+            {"type": "struct", "fields": DBZ_FIELDS, "optional": True, "field": "after"},
             {"type": "struct", "fields": [], "optional": False, "field": "source"},
             {"type": "string", "optional": False, "field": "op"},
         ],
