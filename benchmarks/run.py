@@ -157,17 +157,21 @@ def derive(fmt: str, sizes: list[dict[str, Any]]) -> dict[str, Any]:
         dt = big["paths"][path]["seconds"] - small["paths"][path]["seconds"]
         dm = big["messages"] - small["messages"]
         dc = big["changes"] - small["changes"]
-        if dt <= 0:  # the sizes are too close for this machine's noise
-            sys.exit(
-                f"bench: {fmt} {path} took no longer at the larger size; use sizes further apart"
-            )
+        if dt <= 0:  # the sizes are too close for this machine's noise: no rate to report
+            d[path] = dict.fromkeys(("marginal_messages_per_s", "marginal_changes_per_s", "fixed_seconds"))  # fmt: skip
+            continue
         rate = dm / dt
         d[path] = {
             "marginal_messages_per_s": round(rate),
             "marginal_changes_per_s": round(dc / dt),
             "fixed_seconds": round(small["paths"][path]["seconds"] - small["messages"] / rate, 2),
         }
-    if "recon" in d and "naive" in d:
+    noisy = [p for p, v in d.items() if v["marginal_messages_per_s"] is None]
+    if noisy:
+        d["noise"] = (
+            f"{', '.join(noisy)} took no longer at the larger size: use sizes further apart"
+        )
+    elif "recon" in d and "naive" in d:
         r, n = d["recon"], d["naive"]
         d["recon_vs_naive_marginal"] = round(r["marginal_messages_per_s"] / n["marginal_messages_per_s"], 3)  # fmt: skip
         d["recon_vs_naive_fixed"] = round(r["fixed_seconds"] / max(n["fixed_seconds"], 0.01), 2)
@@ -199,14 +203,9 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{p['naive']['peak']['total_mb']:,.0f} / {p['recon']['peak']['total_mb']:,.0f} |"
             )
         d = r["derived"]
-        lines.append(
-            f"| {fmt} | marginal msg/s | {d['copy']['marginal_messages_per_s']:,} | "
-            f"{d['naive']['marginal_messages_per_s']:,} | {d['recon']['marginal_messages_per_s']:,} | | |"
-        )
-        lines.append(
-            f"| {fmt} | fixed s | {d['copy']['fixed_seconds']:.1f} | {d['naive']['fixed_seconds']:.1f} | "
-            f"{d['recon']['fixed_seconds']:.1f} | | |"
-        )
+        for label, key, fmt_ in (("marginal msg/s", "marginal_messages_per_s", "{:,}"), ("fixed s", "fixed_seconds", "{:.1f}")):  # fmt: skip
+            cells = ["noise" if d[p][key] is None else fmt_.format(d[p][key]) for p in PATHS]
+            lines.append(f"| {fmt} | {label} | " + " | ".join(cells) + " | | |")
     return "\n".join(lines)
 
 
@@ -292,6 +291,9 @@ def report(results: dict[str, Any], out: Path) -> None:
             if not p["recon"]["rows"] == p["naive"]["rows"] == s["expected_rows"]:
                 ok = False
                 print(f"ROWS DIFFER {fmt} {s['messages']}: recon {p['recon']['rows']}, naive {p['naive']['rows']}, expected {s['expected_rows']}")  # fmt: skip
+        if "noise" in d:
+            print(f"{fmt}: no ratios: {d['noise']}")
+            continue
         print(
             f"{fmt}: recon/naive marginal rate {d['recon_vs_naive_marginal']}x, fixed cost "
             f"{d['recon_vs_naive_fixed']}x; recon {d['recon_changes_per_s_per_core']:,} changes/s/core; "
