@@ -166,12 +166,13 @@ def derive(fmt: str, sizes: list[dict[str, Any]]) -> dict[str, Any]:
             "marginal_changes_per_s": round(dc / dt),
             "fixed_seconds": round(small["paths"][path]["seconds"] - small["messages"] / rate, 2),
         }
-    noisy = [p for p, v in d.items() if v["marginal_messages_per_s"] is None]
+    # the ratios need recon's and the naive job's rates (the copy floor is context)
+    noisy = [p for p in ("naive", "recon") if d[p]["marginal_messages_per_s"] is None]
     if noisy:
         d["noise"] = (
             f"{', '.join(noisy)} took no longer at the larger size: use sizes further apart"
         )
-    elif "recon" in d and "naive" in d:
+    else:
         r, n = d["recon"], d["naive"]
         d["recon_vs_naive_marginal"] = round(r["marginal_messages_per_s"] / n["marginal_messages_per_s"], 3)  # fmt: skip
         d["recon_vs_naive_fixed"] = round(r["fixed_seconds"] / max(n["fixed_seconds"], 0.01), 2)
