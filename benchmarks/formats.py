@@ -26,7 +26,8 @@ from benchmarks.gen import (
     sbytes,
     varint5,
 )
-from recon.demo.sample import DBZ_FIELDS
+from recon._proto import tencent_subscribe_pb2 as pb
+from recon.demo.sample import DBZ_FIELDS, MYSQL_TYPES
 
 DW_SEQ0 = 1_731_663_842_292_000_000
 COLS = ("id", "customer", "amount", "status", "updated_at", "note")
@@ -235,7 +236,7 @@ def _pb_image_markers(upper: bool) -> dict[str, bytes]:
     }
 
 
-def _pb_columns(pb: Any, markers: dict[str, bytes], tag: str) -> list[Any]:
+def _pb_columns(markers: dict[str, bytes], tag: str) -> list[Any]:
     return [
         pb.Data(dataType=pb.INT32, sv=markers[f"{tag}id"].decode()),
         pb.Data(dataType=pb.STRING, charset="utf8mb4", bv=markers[f"{tag}cust"]),
@@ -247,9 +248,6 @@ def _pb_columns(pb: Any, markers: dict[str, bytes], tag: str) -> list[Any]:
 
 
 def _pb_template(op: int) -> Any:
-    from recon._proto import tencent_subscribe_pb2 as pb
-    from recon.demo.sample import MYSQL_TYPES
-
     markers = {"gno": b"G" * 9}
     gtid = f"{SERVER_UUID}:{'G' * 9}"
 
@@ -264,8 +262,8 @@ def _pb_template(op: int) -> Any:
     new = _pb_image_markers(True) if op in (INSERT, UPDATE) else {}
     markers |= old | new
     rc = pb.RowChange(
-        oldColumns=_pb_columns(pb, old, "b_") if old else [],
-        newColumns=_pb_columns(pb, new, "a_") if new else [],
+        oldColumns=_pb_columns(old, "b_") if old else [],
+        newColumns=_pb_columns(new, "a_") if new else [],
     )
     cols = [pb.Column(name=c, originalType=MYSQL_TYPES[c], isKey=(c == "id")) for c in COLS]
     dml_type = {INSERT: pb.INSERT, UPDATE: pb.UPDATE, DELETE: pb.DELETE}[op]

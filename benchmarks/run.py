@@ -28,6 +28,7 @@ import yaml
 
 from benchmarks.formats import KINDS
 from benchmarks.gen import cut_to_messages, hour_start, iter_sizes, plan, write_hour
+from recon.demo.sample import CREATE_SQL
 
 ROOT = Path(__file__).resolve().parent.parent
 HOUR = "2026-03-02T10"
@@ -103,8 +104,6 @@ def make_hour(work: Path, fmt: str, messages: int, args: argparse.Namespace) -> 
     counts["expected_rows"] = p.expected_rows()
     tables: dict[str, Any] = {"shop.orders": {}}
     if fmt == "tencent_dts_pb":  # its messages carry no column types to publish by
-        from recon.demo.sample import CREATE_SQL
-
         tables = {"shop.orders": {"ddl": CREATE_SQL}}
     doc = {
         "name": "bench",
