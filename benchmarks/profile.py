@@ -24,13 +24,15 @@ from benchmarks.run import HOUR, ROOT, _env, make_hour
 
 
 def jobs_by_call_site(event_log: Path) -> list[tuple[str, int, float]]:
-    """(call site, jobs, seconds) from an uncompressed Spark event log, slowest first."""
+    """(job description or call site, jobs, seconds) from an uncompressed Spark event log,
+    slowest first."""
     start: dict[int, tuple[int, str]] = {}
     by: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for line in event_log.read_text().splitlines():
         e = json.loads(line)
         if e["Event"] == "SparkListenerJobStart":
-            site = e.get("Properties", {}).get("callSite.short", "?")
+            props = e.get("Properties", {})
+            site = props.get("spark.job.description") or props.get("callSite.short", "?")
             start[e["Job ID"]] = (e["Submission Time"], site.replace(str(ROOT) + "/", ""))
         elif e["Event"] == "SparkListenerJobEnd" and e["Job ID"] in start:
             t0, site = start[e["Job ID"]]

@@ -13,6 +13,7 @@ floats as the shortest round-trip text; bool `true`/`false`; binary as standard 
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from datetime import UTC, date, datetime, timedelta
 
@@ -58,6 +59,7 @@ _SIMPLE_TYPES: dict[str, str] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)  # a decoder asks for the same few types per message
 def mysql_logical_type(mysql_type: str | None) -> str:
     """Logical type of a MySQL column type text, e.g. `int(11) unsigned` -> uint32."""
     if not mysql_type:
@@ -128,6 +130,14 @@ def time_from_us(us: int) -> str:
 
 def timestamp_utc(dt: datetime) -> str:
     return datetime_text(dt.astimezone(UTC), "T") + "Z"
+
+
+def timestamp_utc_naive(dt: datetime) -> str:
+    """`timestamp_utc` of a naive datetime that is UTC already (no zone conversion)."""
+    return (
+        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
+        f"{dt.second:02d}{_frac(dt.microsecond)}Z"
+    )
 
 
 _TS_RE = re.compile(

@@ -33,7 +33,7 @@ from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detai
 from recon.decode.stream import decode_stream
 from recon.faults import checkpoint
 from recon.layout import Layout, has_parquet, hour_text, read_json, replace_dir, write_json_atomic
-from recon.spark.session import arrow_ddl
+from recon.spark.session import arrow_ddl, job_named
 
 PartitionKey = tuple[str, int]
 HASH = "_content_hash"
@@ -148,7 +148,8 @@ def _read_input(
         .agg(F.count("*").alias("_copies"), F.first(F.struct(*rest)).alias("_r"))
         .select(*keys, "_copies", "_r.*")
     )
-    once.write.parquet(str(copy))
+    with job_named(spark, "decode: the hour's records once, to a staging copy"):
+        once.write.parquet(str(copy))
     # no cache: each pass re-reads the copy in bounded splits, so a task holds a slice of the
     # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
     # empty hour writes no file to infer it from
@@ -296,8 +297,10 @@ def _decode_to_staging(
         .sortWithinPartitions("topic", "partition", "offset")
         .mapInArrow(decode_partition, arrow_ddl(OUTPUT_SCHEMA))
     )
-    decoded.write.partitionBy("kind").parquet(str(staging))
-    _stage_unreadable(inp.unreadable, decoded, staging)
+    with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
+        decoded.write.partitionBy("kind").parquet(str(staging))
+    with job_named(spark, "decode: unreadable dump lines to quarantine"):
+        _stage_unreadable(inp.unreadable, decoded, staging)
 
 
 def _stage_unreadable(unreadable: DataFrame, decoded: DataFrame, staging: Path) -> None:
@@ -400,9 +403,11 @@ def _read_staged(spark: SparkSession, inp: _Input, staging: Path) -> _Decoded:
 def _write_offset_intervals(distinct: DataFrame, out: Path, hashes_out: Path) -> None:
     """Offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe, and the
     content hash read at each offset (read back only where a later hour meets the offset)."""
-    distinct.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
+    spark = distinct.sparkSession
+    with job_named(spark, "decode: offsets and content hashes for later hours"):
+        distinct.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
     # the intervals from what was just written, not from the dumps again (one scan, not two)
-    seen = distinct.sparkSession.read.parquet(str(hashes_out))
+    seen = spark.read.parquet(str(hashes_out))
     w = Window.partitionBy("topic", "partition").orderBy("offset")
     intervals = (
         seen.select("topic", "partition", "offset")
@@ -411,7 +416,8 @@ def _write_offset_intervals(distinct: DataFrame, out: Path, hashes_out: Path) ->
         .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
         .drop("island")
     )
-    intervals.coalesce(1).write.parquet(str(out))
+    with job_named(spark, "decode: offset intervals"):
+        intervals.coalesce(1).write.parquet(str(out))
 
 
 def _publish_outputs(layout: Layout, hour: datetime, staging: Path) -> None:

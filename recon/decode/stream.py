@@ -9,6 +9,7 @@ counters. No record is dropped without a counter or a quarantine row.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -39,19 +40,22 @@ def _raw_row(kind: str, rec: RawRecord, **extra: object) -> dict[str, object]:
     return row
 
 
-_EVENT_NAMES = frozenset(f.name for f in EVENT_FIELDS)
+_EVENT_NAMES = tuple(f.name for f in EVENT_FIELDS)
+_EVENT_VALUES = operator.attrgetter(*_EVENT_NAMES)
 
 
 def _event_batch(events: list[Event], kind: str) -> pa.RecordBatch:
     """Events as an Arrow batch of the output schema, built column by column (a dict per row
     and `from_pylist` cost a third of the decode's time)."""
     n = len(events)
+    # one C-level call per event for all its fields, then transposed to columns
+    columns = dict(zip(_EVENT_NAMES, zip(*map(_EVENT_VALUES, events), strict=True), strict=True))
     arrays = []
     for f in OUTPUT_SCHEMA:
         if f.name == "kind":
             arrays.append(pa.array([kind] * n, f.type))
-        elif f.name in _EVENT_NAMES:
-            values = [getattr(ev, f.name) for ev in events]
+        elif f.name in columns:
+            values = list(columns[f.name])
             if pa.types.is_map(f.type) or pa.types.is_list(f.type):
                 arrays.append(_nested_array(values, f.type))
             else:

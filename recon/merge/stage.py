@@ -60,7 +60,7 @@ from recon.merge.state import (
 )
 from recon.merge.unfit import UNFIT, flag_unfit, unfit_counts, write_unfit_quarantine
 from recon.publish.iceberg import publish_table, published_hours
-from recon.spark.session import arrow_ddl
+from recon.spark.session import arrow_ddl, job_named
 
 # What the merge reads more than once (the hour's events, its contributions, the new live rows)
 # is kept on local disk, never as an in-memory columnar cache: an hour of any size must not
@@ -273,14 +273,15 @@ class _HourMerge:
 
     def write_state(self, new_state: DataFrame, ms_tables: list[str]) -> None:
         run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)
-        (
-            new_state.withColumn("_t", F.col("table"))
-            .withColumn("_b", F.col("bucket"))
-            .repartition("_t", "_b")
-            .write.mode("overwrite")
-            .partitionBy("_t", "_b")
-            .parquet(str(run_dir))
-        )
+        with job_named(self.spark, "merge: the touched buckets' new state"):
+            (
+                new_state.withColumn("_t", F.col("table"))
+                .withColumn("_b", F.col("bucket"))
+                .repartition("_t", "_b")
+                .write.mode("overwrite")
+                .partitionBy("_t", "_b")
+                .parquet(str(run_dir))
+            )
         checkpoint("merge:state-written")
         state = self.spark.read.schema(STATE_DDL).parquet(str(run_dir)).select(*STATE_COLS)
         self.live = live_rows(state, ms_tables).persist(CACHE)

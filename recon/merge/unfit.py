@@ -19,6 +19,7 @@ from recon.config import PipelineConfig
 from recon.core.schema import TableSchema
 from recon.decode.stage import raw_records_at
 from recon.publish.iceberg import unfit_value_checks
+from recon.spark.session import job_named
 
 UNFIT = "_unfit"
 """Column added to the events: the names of the columns whose values do not fit (empty: fits)."""
@@ -82,25 +83,26 @@ def write_unfit_quarantine(
         "topic", "partition", "offset", "table", _reason(schemas).alias("reason")
     )
     raw = raw_records_at(spark, cfg, hour, bad)
-    (
-        bad.join(raw, ["topic", "partition", "offset"], "left")
-        .select(
-            F.lit("quarantine").alias("kind"),
-            "topic",
-            "partition",
-            "offset",
-            "table",
-            "reason",
-            F.col("key").alias("raw_key"),
-            F.col("value").alias("raw_value"),
-            F.col("ts_ms").alias("raw_ts_ms"),
-            F.col("headers").alias("raw_headers"),
+    with job_named(spark, "merge: values that do not fit, to quarantine"):
+        (
+            bad.join(raw, ["topic", "partition", "offset"], "left")
+            .select(
+                F.lit("quarantine").alias("kind"),
+                "topic",
+                "partition",
+                "offset",
+                "table",
+                "reason",
+                F.col("key").alias("raw_key"),
+                F.col("value").alias("raw_value"),
+                F.col("ts_ms").alias("raw_ts_ms"),
+                F.col("headers").alias("raw_headers"),
+            )
+            .repartition("table")
+            .write.mode("append")
+            .partitionBy("table")
+            .parquet(str(out))
         )
-        .repartition("table")
-        .write.mode("append")
-        .partitionBy("table")
-        .parquet(str(out))
-    )
 
 
 def _reason(schemas: dict[str, TableSchema]) -> Column:

@@ -41,6 +41,7 @@ from recon.errors import ConfigError, NoVersionAtHourError, ReconError, TableNot
 from recon.faults import checkpoint
 from recon.layout import read_json, table_data_run
 from recon.merge.result import PublishResult
+from recon.spark.session import job_named
 
 META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
 
@@ -327,14 +328,15 @@ def _write_data_files(
     """Spark writes the touched buckets' rows into `out`, a folder of this attempt alone (the
     write refuses an existing one); their paths."""
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # not INT96
-    (
-        typed.where(F.col("_cdc_bucket").isin(touched) if touched else F.lit(False))
-        .withColumn("_pb", F.col("_cdc_bucket"))
-        .repartition("_pb")
-        .write.mode("errorifexists")
-        .partitionBy("_pb")
-        .parquet(str(out))
-    )
+    with job_named(spark, "publish: the touched buckets' data files"):
+        (
+            typed.where(F.col("_cdc_bucket").isin(touched) if touched else F.lit(False))
+            .withColumn("_pb", F.col("_cdc_bucket"))
+            .repartition("_pb")
+            .write.mode("errorifexists")
+            .partitionBy("_pb")
+            .parquet(str(out))
+        )
     return sorted(str(p) for p in out.glob("_pb=*/*.parquet"))
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -42,6 +44,18 @@ def get_spark(app_name: str = "recon", master: str | None = None) -> SparkSessio
         spark.conf.set(key, value)
     spark.sparkContext.setLogLevel(os.environ.get("RECON_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+@contextmanager
+def job_named(spark: SparkSession, text: str) -> Iterator[None]:
+    """Spark jobs started inside are described as `text` (the Spark UI's job list and the
+    event log the profile reads: writes have no Python call site of their own)."""
+    sc = spark.sparkContext
+    sc.setJobDescription(text)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
 def arrow_ddl(schema: Any) -> str:

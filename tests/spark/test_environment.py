@@ -65,3 +65,21 @@ def test_spark_submit_runs_the_decode_job(tmp_path: Path) -> None:
     n_changes = sum(len(t.changes) for t in txns)
     assert f"{n_changes} events" in proc.stdout
     assert (tmp_path / "wh" / "_state" / "p" / "decode" / "hour=2026-11-20T00.json").is_file()
+
+
+def test_jobs_started_inside_job_named_carry_its_description_and_later_ones_do_not(spark) -> None:
+    """The stages name their write jobs (Spark UI, the profile's event log) without the name
+    leaking onto the jobs that follow, also when the step fails."""
+    from recon.spark.session import job_named
+
+    sc = spark.sparkContext
+    with job_named(spark, "decode: a named step"):
+        assert sc.getLocalProperty("spark.job.description") == "decode: a named step"
+        spark.range(5).count()
+    assert sc.getLocalProperty("spark.job.description") is None
+    try:
+        with job_named(spark, "merge: a failing step"):
+            raise RuntimeError("step failed")
+    except RuntimeError:
+        pass
+    assert sc.getLocalProperty("spark.job.description") is None

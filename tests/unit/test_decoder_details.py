@@ -437,3 +437,72 @@ def test_debezium_schema_defaults_are_read_as_values_and_current_timestamp_is_no
     (ev,) = r["events"]
     assert dict(ev["defaults"]) == {"n": "7", "s": "x", "amount": "5.00"}
     assert dict(ev["after"])["amount"] == "5.00"
+
+
+# -- decode speed paths: the same events as the general path ----------------------------------
+_DBZ_FIELDS = [
+    {
+        "type": "bytes",
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2"},
+    },
+    {"type": "int32", "name": "io.debezium.time.Date"},
+    {"type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+    {"type": "int64", "name": "io.debezium.time.Timestamp"},
+    {"type": "int64", "name": "io.debezium.time.MicroTime"},
+    {"type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+    {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal"},
+    {"type": "struct", "name": "io.debezium.data.geometry.Point"},
+    {"type": "string", "name": "io.debezium.data.Json"},
+    {"type": "int64", "parameters": {"__debezium.source.column.type": "BIGINT UNSIGNED"}},
+    {"type": "int64"},
+    {"type": "int32"},
+    {"type": "string"},
+    {"type": "double"},
+    {"type": "boolean"},
+]
+_DBZ_VALUES = [None, "abc", "AQI=", "2021-05-17T07:22:42Z", 0, 5, -3, -(2**63), 2**40, 1.5, True,
+               {"wkb": "AAE=", "srid": None}, {"scale": 2, "value": "AQ=="}, [1, 2], {"a": 1}]  # fmt: skip
+
+
+@pytest.mark.parametrize("field", _DBZ_FIELDS, ids=lambda f: f.get("name") or f["type"])
+def test_debezium_per_field_converters_equal_the_general_conversion(field: dict) -> None:
+    """Each schema field's converter (its short paths for strings and ints) gives what the
+    general `_convert` gives, or fails the same way, for every kind of JSON value."""
+    from recon.decode.formats.debezium_json import _convert, _converter, _field_type
+
+    lt, f = _field_type(field)
+    conv = _converter(lt, f)
+    for v in _DBZ_VALUES:
+        try:
+            want: object = _convert(v, lt, f)
+        except Exception as err:  # noqa: BLE001 - the failure must be the same too
+            want = type(err)
+        try:
+            got: object = conv(v)
+        except Exception as err:  # noqa: BLE001
+            got = type(err)
+        assert got == want, (field, v)
+
+
+def test_debezium_messages_with_other_schemas_for_the_same_columns_are_typed_by_their_own() -> None:
+    """The field types are read once per schema text: a message whose schema states other types
+    for the same columns is typed by its own schema, not the first one's."""
+
+    def msg(amount_field: dict, amount: object) -> bytes:
+        fields = [{"field": "id", "type": "int64"}, {"field": "amount", **amount_field}]
+        schema = {"type": "struct", "fields": [
+            {"field": "before", "type": "struct", "optional": True, "fields": fields},
+            {"field": "after", "type": "struct", "optional": True, "fields": fields},
+        ]}  # fmt: skip
+        payload = {"before": None, "after": {"id": 1, "amount": amount}, "op": "c",
+                   "source": {"db": "shop", "table": "t", "ts_ms": 1}, "ts_ms": 1}  # fmt: skip
+        return json.dumps({"schema": schema, "payload": payload}).encode()
+
+    dec = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+           "parameters": {"scale": "2"}}  # fmt: skip
+    out = _run(
+        [msg(dec, "AQI="), msg({"type": "string"}, "AQI="), msg(dec, "AQI=")], "debezium_json"
+    )
+    got = [(dict(e["types"])["amount"], dict(e["after"])["amount"]) for e in out["events"]]
+    assert got == [("decimal(65,2)", "2.58"), ("string", "AQI="), ("decimal(65,2)", "2.58")]

@@ -301,6 +301,56 @@ def _op(op_code: object, snap: object) -> Op:
 Image = dict[str, str | None]
 
 
+Converter = Callable[[object], "str | None"]
+_Fields = dict[str, dict[str, tuple[str, dict, Converter]]]
+
+
+def _converter(logical: str, f: dict) -> Converter:
+    """`_convert` for one schema field, with the checks that depend only on the field made
+    once: the common values (a string, an int) take a short path, the rest go through
+    `_convert` itself."""
+    name = f.get("name") or ""
+    slow: Converter = lambda v: _convert(v, logical, f)  # noqa: E731
+    if name == "org.apache.kafka.connect.data.Decimal":
+        scale = int((f.get("parameters") or {}).get("scale", 0))
+        return lambda v: (
+            decimal_from_twos_complement(base64.b64decode(v), scale) if type(v) is str else slow(v)
+        )
+    temporal = _TEMPORAL.get(name)
+    if temporal is not None:
+        return lambda v: temporal(v) if type(v) is int else slow(v)
+    if name in _SEMANTIC or logical in ("uint64", "timestamp"):
+        return slow
+    return lambda v: v if type(v) is str else str(v) if type(v) is int else slow(v)
+
+
+_FIELDS_CACHE: dict[bytes, _Fields] = {}
+_NO_FIELD: tuple[None, None, None] = (None, None, None)
+
+
+def _schema_fields(schema: object) -> _Fields:
+    """The before/after fields of a message schema: column -> (logical type, field). Every
+    message of a table repeats its schema: read once per distinct schema text (the cache is
+    read-only for callers and bounded)."""
+    if not isinstance(schema, dict):
+        return {}
+    text = orjson.dumps(schema)
+    fields = _FIELDS_CACHE.get(text)
+    if fields is None:
+        fields = {}
+        for part in schema.get("fields") or []:
+            if part.get("field") in ("before", "after"):
+                fields[part["field"]] = {
+                    f["field"]: (lt, f, _converter(lt, f))
+                    for f in part.get("fields") or []
+                    for lt in (_field_type(f)[0],)
+                }
+        if len(_FIELDS_CACHE) >= 1024:
+            _FIELDS_CACHE.clear()
+        _FIELDS_CACHE[text] = fields
+    return fields
+
+
 def _images(
     schema: object, payload: dict[str, Any]
 ) -> tuple[Image | None, Image | None, dict[str, str], dict[str, str]]:
@@ -308,13 +358,7 @@ def _images(
     one, else inferred from the JSON values (the first image's type of a column wins); defaults:
     the schema's `default` of each column that states one (what rows that predate the column
     read; the JSON converter writes it in the value's own encoding)."""
-    fields: dict[str, dict[str, tuple[str, dict]]] = {}
-    if isinstance(schema, dict):
-        for part in schema.get("fields") or []:
-            if part.get("field") in ("before", "after"):
-                fields[part["field"]] = {
-                    f["field"]: _field_type(f) for f in part.get("fields") or []
-                }
+    fields = _schema_fields(schema)
     types: dict[str, str] = {}
 
     def image(which: str) -> Image | None:
@@ -326,21 +370,24 @@ def _images(
         fmeta = fields.get(which, {})
         out: Image = {}
         for c, v in img.items():
-            lt, f = fmeta.get(c, (None, None))
+            lt, f, conv = fmeta.get(c, _NO_FIELD)
             if lt is None:
                 lt = types.get(c) or _infer(v)
+                conv = None
             if types.get(c) in (None, "unknown"):
                 types[c] = lt
-            out[c] = _convert(v, lt, f)
+            out[c] = _convert(v, lt, f) if conv is None else conv(v)
         return out
 
     before, after = image("before"), image("after")
     return before, after, types, _defaults(fields.get("after") or fields.get("before"), types)
 
 
-def _defaults(fields: dict[str, tuple[str, dict]] | None, types: dict[str, str]) -> dict[str, str]:
+def _defaults(
+    fields: dict[str, tuple[str, dict, Converter]] | None, types: dict[str, str]
+) -> dict[str, str]:
     defaults: dict[str, str] = {}
-    for c, (lt, f) in (fields or {}).items():
+    for c, (lt, f, _) in (fields or {}).items():
         if f.get("default") is None:
             continue
         logical = types.get(c) or lt
