@@ -1,12 +1,15 @@
 """Per-hour merge cost against table size: does an hour cost what its changes cost?
 
-Builds tables of N rows (one hour of N inserts), then merges an hour of C updates to random
+Builds tables of N rows (one hour of N inserts, events written straight to the decoded-events
+folder with numpy, so 20M rows take seconds to make), then merges an hour of C updates to random
 keys and reports, per table size: wall seconds of that hour's merge + publish, state buckets
-touched / total, state rows rewritten, Iceberg data files removed / added. With the state in
-key-hash buckets an hour rewrites only the buckets its keys hash to, so for a fixed C the
-rewritten rows grow with N * touched / buckets, not with N itself when buckets scale with N.
+touched / total, state rows rewritten, Iceberg data files removed / added, and the JVM's peak
+resident memory. With the state in key-hash buckets an hour rewrites only the buckets its keys
+hash to, so for a fixed C the rewritten rows grow with N * touched / buckets: a few changes cost
+what they touch, but changes to random keys in every bucket rewrite the whole state.
 
 Run: .venv/bin/python -m benchmarks.merge_cost [--rows 100000 400000] [--changes 50]
+The issue's scale figure: --rows 1000000 20000000 --changes 1000000 --buckets 16
 (numbers, not a pass/fail test; the README quotes a run).
 """
 
@@ -185,7 +188,7 @@ def main() -> None:
     results = []
     for buckets in args.buckets:
         for n in args.rows:
-            base = Path(tempfile.mkdtemp(prefix="recon-bench-", dir=args.work))
+            base = Path(tempfile.mkdtemp(prefix="recon-bench-", dir=Path(args.work).resolve()))
             try:
                 r = run(n, args.changes, buckets, base)
             finally:

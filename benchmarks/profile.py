@@ -1,6 +1,6 @@
 """Where one `recon run` hour spends its time: generates an hour (as `make bench` does), runs
 `recon run` under py-spy (every process: the driver program and Spark's Python workers) with
-Spark's event log on, then prints the Spark jobs by call site (count, seconds) and the Python
+Spark's event log on, then prints the Spark jobs by description or call site (count, seconds) and the Python
 functions with the most samples, per process. The README's "Where the time goes" quotes one run.
 
 Run: .venv/bin/python -m benchmarks.profile [--format dataworks_json] [--messages 500k]
@@ -97,7 +97,7 @@ def main() -> None:
     print(f"{args.format}: {counts['messages']:,} messages, recon run {time.perf_counter() - t0:.1f} s under py-spy")  # fmt: skip
     log = next(evlog.rglob("events*"))
     jobs = jobs_by_call_site(log)
-    print(f"\nSpark jobs by call site ({sum(n for _, n, _ in jobs)} jobs, {sum(s for *_, s in jobs):.1f} s):")  # fmt: skip
+    print(f"\nSpark jobs by description or call site ({sum(n for _, n, _ in jobs)} jobs, {sum(s for *_, s in jobs):.1f} s):")  # fmt: skip
     for site, n, s in jobs:
         print(f"  {s:7.2f} s  {n:3} job(s)  {site}")
     for p in top_functions(out):
