@@ -132,14 +132,6 @@ def timestamp_utc(dt: datetime) -> str:
     return datetime_text(dt.astimezone(UTC), "T") + "Z"
 
 
-def timestamp_utc_naive(dt: datetime) -> str:
-    """`timestamp_utc` of a naive datetime that is UTC already (no zone conversion)."""
-    return (
-        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
-        f"{dt.second:02d}{_frac(dt.microsecond)}Z"
-    )
-
-
 _TS_RE = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\s*(Z|[+-]\d{2}:?\d{2})?$"
 )

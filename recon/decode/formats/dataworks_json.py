@@ -9,14 +9,14 @@ base64 already.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
 from recon.core.model import Event, RawRecord
 from recon.core.order import decimal_text_number, kafka_tail, u128
-from recon.core.values import number_text, timestamp_utc_naive
+from recon.core.values import number_text, timestamp_utc
 from recon.decode.base import DecodeContext, JsonStreamDecoder, Sink
 from recon.decode.stats import Stat, non_dml
 from recon.errors import DecodeError
@@ -31,14 +31,14 @@ _TYPES = {
 }
 _DDL_OPS = {"CREATE", "ALTER", "ERASE", "TRUNCATE", "RENAME", "CINDEX", "DINDEX"}
 _CONTROL_OPS = {"TRANSACTION_BEGIN", "TRANSACTION_END", "QUERY", "GTID", "XACOMMIT", "XAROLLBACK"}
-_EPOCH_NAIVE = datetime(1970, 1, 1)  # UTC; naive, so no time-zone conversion per value
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _value(v: object, logical: str) -> str | None:
     if v is None:
         return None
-    if logical == "timestamp" and type(v) is int:
-        return timestamp_utc_naive(_EPOCH_NAIVE + timedelta(milliseconds=v))
+    if logical == "timestamp" and isinstance(v, int) and not isinstance(v, bool):
+        return timestamp_utc(_EPOCH + timedelta(milliseconds=v))
     if isinstance(v, str):
         return v
     if isinstance(v, (int, float, bool)):
@@ -197,13 +197,6 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         self.sink.count(rec, Stat.UPDATE_PAIRS_JOINED)
 
     def feed(self, rec: RawRecord) -> None:
-        if not self.pending:  # nothing waits for a partner (most records): no bookkeeping
-            super().feed(rec)
-            for k, (r, _) in self.pending.items():
-                if r is rec:
-                    self.unfollowed.add(k)
-                    self.passed.discard(k)
-            return
         # the record right after a waiting UPDATE_BEFOR decides: the producer writes an
         # update's AFTER right after its BEFOR, so another row change there means the AFTER
         # went to another partition; a damaged or control record proves nothing (it waits)

@@ -340,11 +340,10 @@ def _schema_fields(schema: object) -> _Fields:
         fields = {}
         for part in schema.get("fields") or []:
             if part.get("field") in ("before", "after"):
-                fields[part["field"]] = {
-                    f["field"]: (lt, f, _converter(lt, f))
-                    for f in part.get("fields") or []
-                    for lt in (_field_type(f)[0],)
-                }
+                cols = fields[part["field"]] = {}
+                for f in part.get("fields") or []:
+                    lt = _field_type(f)[0]
+                    cols[f["field"]] = (lt, f, _converter(lt, f))
         if len(_FIELDS_CACHE) >= 1024:
             _FIELDS_CACHE.clear()
         _FIELDS_CACHE[text] = fields
