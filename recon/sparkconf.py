@@ -54,9 +54,16 @@ REQUIRED_SQL: dict[str, str] = {
 }
 
 
-def local_defaults() -> dict[str, str]:
-    """The defaults of a local session this process starts (sized from the machine)."""
+SMALL_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""A small run's JVM compiles with the quick JIT compiler only (`recon.ops.sizing`)."""
+JVM_OPTIONS = "-Duser.timezone=UTC"
+
+
+def local_defaults(small: bool = False) -> dict[str, str]:
+    """The defaults of a local session this process starts (sized from the machine); `small`:
+    for a small run (`recon.ops.sizing.small_run`)."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    driver_jvm = f"{JVM_OPTIONS} {SMALL_RUN_JVM_OPTIONS}" if small else JVM_OPTIONS
     return {
         "spark.driver.memory": driver_memory(machine_memory_bytes()),
         # enough slices that a task of a big hour stays small; adaptive execution merges them
@@ -69,8 +76,8 @@ def local_defaults() -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.pyspark.python": python,
         # JDBC readers read DATETIME/TIMESTAMP through the JVM's zone: make it UTC like Spark's
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
-        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": driver_jvm,
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
     }
 
 
@@ -101,21 +108,24 @@ def cluster_conf() -> dict[str, str]:
     return out
 
 
-def submit_conf(python: str | None = None) -> dict[str, str]:
+def submit_conf(python: str | None = None, small_jvm: str = "") -> dict[str, str]:
     """The `--conf`s of the DAGs' spark-submit tasks: the defaults that make sense wherever the
     driver runs (and `python` for the Python workers), each only where the cluster's
-    `spark-defaults.conf` sets nothing; then `RECON_SPARK_CONF`, which wins."""
+    `spark-defaults.conf` sets nothing; then `RECON_SPARK_CONF`, which wins. `small_jvm`: text
+    appended to our driver JVM options (the DAGs: a template that adds the small-run options
+    when the stage's hours are small)."""
     local = local_defaults()
     defaults = {k: local[k] for k in SUBMIT_DEFAULTS}
+    defaults["spark.driver.extraJavaOptions"] += small_jvm
     if python:
         defaults |= {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
     return {**_not_set_by_cluster(defaults), **user_spark_conf()}
 
 
-def session_conf(local: bool) -> dict[str, str]:
+def session_conf(local: bool, small: bool = False) -> dict[str, str]:
     """The properties a new session is built with: defaults (local only, and only where
     `spark-defaults.conf` sets nothing), then the user's."""
-    defaults = _not_set_by_cluster(local_defaults()) if local else {}
+    defaults = _not_set_by_cluster(local_defaults(small)) if local else {}
     return {**defaults, **user_spark_conf()}
 
 

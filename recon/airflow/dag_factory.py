@@ -17,6 +17,7 @@ Nothing heavy is imported here at parse time: the tasks import what they run whe
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from datetime import UTC, datetime, timedelta
@@ -33,7 +34,7 @@ from recon.config import PipelineConfig, load_config, load_folder
 from recon.errors import ConfigError
 from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
 from recon.layout import STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
-from recon.sparkconf import submit_conf
+from recon.sparkconf import SMALL_RUN_JVM_OPTIONS, submit_conf
 
 HOUR_PATTERN = HOUR_INPUT_PATTERN
 RETRY = {
@@ -179,6 +180,20 @@ def dag_params(cfg: PipelineConfig) -> dict[str, Param]:
     }
 
 
+SMALL_JVM_TEMPLATE = "{{ recon_small_run_jvm(ti.xcom_pull(task_ids='hours')) }}"
+"""Appended to our driver JVM options: rendered when a stage starts, so a stage of small hours
+(`recon.ops.sizing`: its dumps, and the state it merges into) gets the small-run options."""
+
+
+def small_run_jvm(pipeline_file: str, h: dict[str, Any]) -> str:
+    """The macro behind `SMALL_JVM_TEMPLATE`: " <options>" for a small run, else ""."""
+    from recon.ops.sizing import small_run  # run time only
+
+    cfg = load_config(pipeline_file)
+    hours = hour_range(parse_hour(h["from"], "hour"), parse_hour(h["to"], "hour_to"))
+    return f" {SMALL_RUN_JVM_OPTIONS}" if small_run(cfg, hours) else ""
+
+
 def _xcom(key: str) -> str:
     return "{{ ti.xcom_pull(task_ids='hours')['" + key + "'] }}"
 
@@ -242,6 +257,9 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
         tags=["recon", cfg.format],
         doc_md=__doc__,
         params=dag_params(cfg),
+        user_defined_macros={
+            "recon_small_run_jvm": functools.partial(small_run_jvm, pipeline_file)
+        },
     ) as dag:
 
         @task
@@ -319,7 +337,9 @@ def load_dags(namespace: dict[str, Any], folder: Path | None = None) -> None:
     project's `pipelines/`) into `namespace` (a DAG file's globals)."""
     good, errors = load_folder(folder or pipelines_dir())
     try:
-        spark_conf = submit_conf(os.environ.get("PYSPARK_PYTHON", sys.executable))
+        spark_conf = submit_conf(
+            os.environ.get("PYSPARK_PYTHON", sys.executable), small_jvm=SMALL_JVM_TEMPLATE
+        )
     except ValueError as err:  # every pipeline's DAG says what is wrong with the variable
         errors.update({Path(str(c.source_file)): str(err) for c in good})
         good = []

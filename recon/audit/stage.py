@@ -12,6 +12,8 @@ from recon.audit.facts import read_facts
 from recon.audit.report import AuditReport, build_report, validate, write_report
 from recon.audit.table import append_audit_table
 from recon.config import PipelineConfig
+from recon.layout import read_json
+from recon.spark.session import SMALL_HOUR_ROWS, sized_for
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +27,12 @@ def audit_hour(
 ) -> AuditReport:
     """Build, validate and write the hour's report; `audited_by`: the run that (re)wrote it,
     when it is not the run that merged the hour (an audit_only DAG run)."""
-    report = build_report(read_facts(spark, cfg, hour), cfg, hour, run_id)
+    if spark is None:
+        facts = read_facts(spark, cfg, hour)
+    else:
+        with sized_for(spark, small=_hour_records(cfg, hour) < SMALL_HOUR_ROWS):
+            facts = read_facts(spark, cfg, hour)
+    report = build_report(facts, cfg, hour, run_id)
     report["audited_by"] = audited_by or report["run_id"]
     validate(report)
     write_report(cfg, hour, report)
@@ -33,3 +40,8 @@ def audit_hour(
     (cfg.layout.audit(hour) / "failed.json").unlink(missing_ok=True)  # the hour ran to the end
     log.info("%s %s: audit verdict %s", cfg.name, report["hour"], report["verdict"])
     return report
+
+
+def _hour_records(cfg: PipelineConfig, hour: datetime) -> int:
+    counters = cfg.layout.decode_counters(hour)
+    return int(read_json(counters)["totals"].get("records", 0)) if counters.is_file() else 0

@@ -28,12 +28,12 @@ from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
-from recon.decode.dumps import check_complete, list_hour, read_hour
+from recon.decode.dumps import check_complete, hour_bytes, list_hour, read_hour
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
 from recon.faults import checkpoint
 from recon.layout import Layout, has_parquet, hour_text, read_json, replace_dir, write_json_atomic
-from recon.spark.session import arrow_ddl, job_named
+from recon.spark.session import SMALL_HOUR_BYTES, arrow_ddl, job_named, sized_for
 
 PartitionKey = tuple[str, int]
 HASH = "_content_hash"
@@ -106,12 +106,13 @@ def decode_hour(
     staging, copy = layout.staging(run_id), layout.staging(f"{run_id}-input")
     for d in (staging, copy):
         shutil.rmtree(d, ignore_errors=True)
-    inp = _read_input(spark, cfg, hour, files, copy)
-    _decode_to_staging(spark, cfg, hour, inp, staging)
-    paired = _pair_across_partitions(spark, staging)
-    decoded = _read_staged(spark, inp, staging)
-    _count_paired(decoded, paired)
-    _write_offset_intervals(inp.distinct, staging / "offsets", staging / "offset_hashes")
+    with sized_for(spark, small=hour_bytes(files) < SMALL_HOUR_BYTES):
+        inp = _read_input(spark, cfg, hour, files, copy)
+        _decode_to_staging(spark, cfg, hour, inp, staging)
+        paired = _pair_across_partitions(spark, staging)
+        decoded = _read_staged(spark, inp, staging)
+        _count_paired(decoded, paired)
+        _write_offset_intervals(inp.distinct, staging / "offsets", staging / "offset_hashes")
     checkpoint("decode:staged")
     _publish_outputs(layout, hour, staging)
     checkpoint("decode:outputs-replaced")

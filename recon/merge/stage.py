@@ -60,7 +60,7 @@ from recon.merge.state import (
 )
 from recon.merge.unfit import UNFIT, flag_unfit, unfit_counts, write_unfit_quarantine
 from recon.publish.iceberg import publish_table, published_hours
-from recon.spark.session import arrow_ddl, job_named
+from recon.spark.session import SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
 
 # What the merge reads more than once (the hour's events, its contributions, the new live rows)
 # is kept on local disk, never as an in-memory columnar cache: an hour of any size must not
@@ -90,7 +90,8 @@ def merge_hour(
             "(or `recon run`) first"
         )
     merge = _HourMerge(spark, cfg, hour, run_id or uuid.uuid4().hex[:12], names, buckets)
-    result = merge.run(publish, limited=tables is not None)
+    with sized_for(spark, small=_rows_at_stake(cfg, hour) < SMALL_HOUR_ROWS):
+        result = merge.run(publish, limited=tables is not None)
     for name, t in result["tables"].items():
         log.info(
             "%s %s: %s: %s -> %s rows, %s changes applied, snapshot %s",
@@ -411,6 +412,18 @@ class _HourMerge:
             "hours_missing_before": self.missing[:24],
             "hours_missing_count": len(self.missing),
         }
+
+
+def _rows_at_stake(cfg: PipelineConfig, hour: datetime) -> int:
+    """The hour's records and the state's rows: at most what the merge reads."""
+    counters = read_json(cfg.layout.decode_counters(hour))
+    man = load_manifest(cfg, allow_missing=True)
+    state = sum(
+        int(f.get("state_rows", f["rows"]))
+        for t in man["tables"].values()
+        for f in t["files"].values()
+    )
+    return int(counters["totals"].get("records", 0)) + state
 
 
 def hours_missing(start: datetime, hour: datetime, merged: list[str]) -> list[str]:

@@ -83,3 +83,27 @@ def test_jobs_started_inside_job_named_carry_its_description_and_later_ones_do_n
     except RuntimeError:
         pass
     assert sc.getLocalProperty("spark.job.description") is None
+
+
+def test_a_small_hours_queries_run_without_whole_stage_code_generation(spark) -> None:
+    """`sized_for`: off inside for a small hour (and back after, also on error); a big hour,
+    or a user who set it, keeps it."""
+    from recon.spark.session import WHOLE_STAGE_CODEGEN, sized_for
+
+    def codegen() -> str:
+        return str(spark.conf.get(WHOLE_STAGE_CODEGEN)).lower()
+
+    assert codegen() == "true"
+    with sized_for(spark, small=True):
+        assert codegen() == "false"
+        plan = spark.range(5).selectExpr("id + 1 as x")._jdf.queryExecution().executedPlan()
+        assert "WholeStageCodegen" not in plan.toString()
+    assert codegen() == "true"
+    with sized_for(spark, small=False):
+        assert codegen() == "true"
+    try:
+        with sized_for(spark, small=True):
+            raise RuntimeError("stage failed")
+    except RuntimeError:
+        pass
+    assert codegen() == "true"

@@ -1,0 +1,99 @@
+"""Small runs (a quiet hour, the demo) are run with cheaper compilation: the JVM's quick JIT
+compiler only (decided before the JVM starts, from the dumps and the state) and no whole-stage
+code generation (decided per stage). Big runs keep both."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from recon.airflow.dag_factory import SMALL_JVM_TEMPLATE, small_run_jvm
+from recon.config import load_config
+from recon.layout import raw_hour_folder
+from recon.ops.sizing import SMALL_RUN_BYTES, SMALL_RUN_STATE_ROWS, small_run
+from recon.sparkconf import SMALL_RUN_JVM_OPTIONS, local_defaults, session_conf, submit_conf
+
+H = datetime(2026, 11, 20, 2, tzinfo=UTC)
+DRIVER, EXECUTOR = "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> Path:
+    doc = {
+        "name": "p",
+        "format": "dataworks_json",
+        "raw_path": "raw",
+        "topics": ["t1", "t2"],
+        "warehouse": "wh",
+        "start": "2026-11-20T00:00:00Z",
+        "tables": {"shop.orders": {}},
+    }
+    path = tmp_path / "p.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _dump(pipeline: Path, topic: str, hour: datetime, size: int) -> None:
+    folder = raw_hour_folder(pipeline.parent / "raw", topic, hour)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"part-{size}.parquet").write_bytes(b"x" * size)
+    (folder / "_SUCCESS").write_bytes(b"x" * SMALL_RUN_BYTES)  # not a dump file
+
+
+def _state(pipeline: Path, rows: int | None) -> None:
+    man = pipeline.parent / "wh" / "_state" / "p" / "merge" / "manifest.json"
+    man.parent.mkdir(parents=True, exist_ok=True)
+    files = {"0": {"rows": 1, "state_rows": rows}}
+    man.write_text("{broken" if rows is None else json.dumps({"tables": {"t": {"files": files}}}))
+
+
+def test_a_run_is_small_while_its_dumps_over_every_topic_and_hour_and_its_state_are(
+    pipeline: Path,
+) -> None:
+    cfg = load_config(pipeline)
+    assert small_run(cfg, [H])  # nothing yet
+    half = SMALL_RUN_BYTES // 2
+    _dump(pipeline, "t1", H, SMALL_RUN_BYTES - 10)
+    assert small_run(cfg, [H])
+    _dump(pipeline, "t2", H, 20)  # the topics add up
+    assert not small_run(cfg, [H])
+    h2 = H.replace(hour=3)
+    _dump(pipeline, "t1", h2, half)
+    _dump(pipeline, "t2", H.replace(hour=4), half)
+    assert small_run(cfg, [h2]) and not small_run(cfg, [h2, H.replace(hour=4)])  # and hours
+    _state(pipeline, SMALL_RUN_STATE_ROWS - 1)
+    assert small_run(cfg, [h2])
+    _state(pipeline, SMALL_RUN_STATE_ROWS)
+    assert not small_run(cfg, [h2])  # a big state to rewrite keeps the optimising compiler
+    _state(pipeline, None)
+    assert not small_run(cfg, [h2])  # unreadable: not small (the merge says what is wrong)
+
+
+def test_a_small_runs_driver_jvm_compiles_quickly_and_the_users_options_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RECON_SPARK_CONF", raising=False)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    assert SMALL_RUN_JVM_OPTIONS not in local_defaults()[DRIVER]
+    small = session_conf(local=True, small=True)
+    assert SMALL_RUN_JVM_OPTIONS in small[DRIVER] and "-Duser.timezone=UTC" in small[DRIVER]
+    assert SMALL_RUN_JVM_OPTIONS not in small[EXECUTOR]
+    conf = submit_conf("/py", small_jvm=" {{ x }}")
+    assert conf[DRIVER] == "-Duser.timezone=UTC {{ x }}" and conf[EXECUTOR] == "-Duser.timezone=UTC"
+    monkeypatch.setenv("RECON_SPARK_CONF", json.dumps({DRIVER: "-Dmine=1"}))
+    assert session_conf(local=True, small=True)[DRIVER] == "-Dmine=1"
+    assert submit_conf("/py", small_jvm=" {{ x }}")[DRIVER] == "-Dmine=1"
+
+
+def test_the_dags_decide_when_a_stage_starts_from_its_hours(pipeline: Path) -> None:
+    """The template is rendered when the stage's task starts (its dump complete by then)."""
+    assert SMALL_JVM_TEMPLATE.startswith("{{ recon_small_run_jvm(")
+    h = {"from": "2026-11-20T02", "to": "2026-11-20T03"}
+    assert small_run_jvm(str(pipeline), h) == f" {SMALL_RUN_JVM_OPTIONS}"
+    _dump(pipeline, "t1", H.replace(hour=3), SMALL_RUN_BYTES)
+    assert small_run_jvm(str(pipeline), h) == ""
+    assert small_run_jvm(str(pipeline), {"from": "2026-11-20T02", "to": "2026-11-20T02"}) != ""
