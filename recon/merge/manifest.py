@@ -92,6 +92,15 @@ def load_manifest(cfg: PipelineConfig, allow_missing: bool = False) -> Manifest:
     return empty_manifest()
 
 
+def state_rows(man: Manifest) -> int:
+    """The rows of the merge state (what a merge may read and rewrite)."""
+    return sum(
+        int(f.get("state_rows", f["rows"]))
+        for t in man["tables"].values()
+        for f in t["files"].values()
+    )
+
+
 def save_manifest(
     cfg: PipelineConfig,
     man: Manifest,

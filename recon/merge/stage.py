@@ -44,6 +44,7 @@ from recon.merge.manifest import (
     copy_manifest,
     load_manifest,
     save_manifest,
+    state_rows,
 )
 from recon.merge.result import MergeResult, PublishResult, TableMerge
 from recon.merge.schemas import normalize_image, resolve_schemas
@@ -417,13 +418,8 @@ class _HourMerge:
 def _rows_at_stake(cfg: PipelineConfig, hour: datetime) -> int:
     """The hour's records and the state's rows: at most what the merge reads."""
     counters = read_json(cfg.layout.decode_counters(hour))
-    man = load_manifest(cfg, allow_missing=True)
-    state = sum(
-        int(f.get("state_rows", f["rows"]))
-        for t in man["tables"].values()
-        for f in t["files"].values()
-    )
-    return int(counters["totals"].get("records", 0)) + state
+    records = int(counters["totals"].get("records", 0))
+    return records + state_rows(load_manifest(cfg, allow_missing=True))
 
 
 def hours_missing(start: datetime, hour: datetime, merged: list[str]) -> list[str]:

@@ -1,5 +1,5 @@
-"""Is a run small? Decided before Spark starts, from file sizes and the manifest (stdlib only:
-the DAGs call it when a stage's spark-submit command is rendered).
+"""Is a run small? Decided before Spark starts, from file sizes and the manifest (no Spark: the
+DAGs call it when a stage's spark-submit command is rendered).
 
 A small run (a quiet hour, the demo) spends most of its time compiling, not computing: Java's
 optimising JIT compiler (C2) and Spark's per-query code generation burn CPU on code that runs
@@ -12,12 +12,12 @@ a run is small only well below that.
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime
 
 from recon.config import PipelineConfig
 from recon.layout import raw_hour_folder
+from recon.merge.manifest import load_manifest, state_rows
 
 SMALL_RUN_BYTES = 4 * 1024 * 1024
 """Dump bytes of all the run's hours (a 100k-message DataWorks hour is ~9 MB of Parquet)."""
@@ -39,26 +39,9 @@ def dump_bytes(cfg: PipelineConfig, hours: list[datetime]) -> int:
     return total
 
 
-def state_rows(cfg: PipelineConfig) -> int | None:
-    """Rows of the merge state in force (0 before the first merge; None when its manifest
-    cannot be read: the merge itself reports that)."""
-    path = cfg.layout.manifest
-    if not path.is_file():
-        return 0
-    try:
-        man = json.loads(path.read_text())
-        return sum(
-            int(f.get("state_rows", f["rows"]))
-            for t in man["tables"].values()
-            for f in t["files"].values()
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
 def small_run(cfg: PipelineConfig, hours: list[datetime]) -> bool:
     """The run's dumps and the state it merges into are small (see the module's doc)."""
     if dump_bytes(cfg, hours) >= SMALL_RUN_BYTES:
         return False
-    rows = state_rows(cfg)
-    return rows is not None and rows < SMALL_RUN_STATE_ROWS
+    # an unreadable manifest counts as empty here: the merge refuses it with the fix
+    return state_rows(load_manifest(cfg, allow_missing=True)) < SMALL_RUN_STATE_ROWS
