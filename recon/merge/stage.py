@@ -276,10 +276,9 @@ class _HourMerge:
     def write_state(self, new_state: DataFrame, ms_tables: list[str]) -> None:
         run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)
         with job_named(self.spark, "merge: the touched buckets' new state"):
-            (
+            (  # each bucket is in one task already (`fold`): one file per bucket
                 new_state.withColumn("_t", F.col("table"))
                 .withColumn("_b", F.col("bucket"))
-                .repartition("_t", "_b")
                 .write.mode("overwrite")
                 .partitionBy("_t", "_b")
                 .parquet(str(run_dir))

@@ -64,9 +64,13 @@ def skip_counts(
 
 
 def fold(old: DataFrame, contrib: DataFrame, ms_tables: list[str]) -> DataFrame:
-    """The new state of the touched buckets: old state rows and this hour's contributions."""
+    """The new state of the touched buckets: old state rows and this hour's contributions.
+
+    One shuffle, by (table, bucket): it also clusters by key for the fold, and it leaves each
+    bucket in one task, so the state is written one file per bucket without shuffling the
+    new state again."""
     is_ms = is_multiset(ms_tables)
-    allc = old.unionByName(contrib.select(*STATE_COLS))
+    allc = old.unionByName(contrib.select(*STATE_COLS)).repartition("table", "bucket")
     pk_state = (
         allc.where(~is_ms)
         .groupBy("table", "bucket", "key")
@@ -78,13 +82,16 @@ def fold(old: DataFrame, contrib: DataFrame, ms_tables: list[str]) -> DataFrame:
 
 
 def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
-    """The published rows of state rows: live keys; multiset copies repeated by multiplicity."""
+    """The published rows of state rows: live keys; multiset copies repeated by multiplicity.
+    A bucket's rows stay together in a task (the state is read a file per bucket), so publish
+    writes them without a shuffle."""
     is_ms = is_multiset(ms_tables)
     cols = ("table", "bucket", "key", "row", "order_key", "event_time_ms", "op")
     pk_live = state.where(~is_ms & (F.col("sign") == 1)).select(*cols)
     added = F.col("sign") > 0
     ms = (
         state.where(is_ms)
+        .repartition("table", "bucket")  # whole buckets per task: one data file per bucket
         .groupBy("table", "bucket", "key")
         .agg(
             F.sum("sign").alias("n"),

@@ -326,13 +326,14 @@ def _write_data_files(
     spark: SparkSession, typed: DataFrame, touched: list[int], out: Path
 ) -> list[str]:
     """Spark writes the touched buckets' rows into `out`, a folder of this attempt alone (the
-    write refuses an existing one); their paths."""
+    write refuses an existing one); their paths. A data file holds one bucket (`partitionBy`);
+    the rows come a bucket per task (`recon.merge.state.live_rows`), so they are not shuffled
+    again (a bucket bigger than an input split is written as a few files)."""
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # not INT96
     with job_named(spark, "publish: the touched buckets' data files"):
         (
             typed.where(F.col("_cdc_bucket").isin(touched) if touched else F.lit(False))
             .withColumn("_pb", F.col("_cdc_bucket"))
-            .repartition("_pb")
             .write.mode("errorifexists")
             .partitionBy("_pb")
             .parquet(str(out))

@@ -612,3 +612,33 @@ def test_a_default_stated_by_the_message_schema_is_what_earlier_rows_read(
         (2, "b", 7),
         (4, "d", 1),
     ]
+
+
+def test_each_bucket_is_written_as_one_file_without_shuffling_the_new_state_again(
+    spark, tmp_path: Path
+) -> None:
+    """The fold shuffles by (table, bucket), so the state and the published data files come
+    one file per bucket with no further shuffle (keyed and keyless tables alike), even when
+    adaptive execution does not merge the shuffle's partitions."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {}})
+    events = [event(i, "s.a", "insert", None, {"id": i, "v": "x"}, T) for i in range(1, 41)]
+    events += [
+        event(100 + i, "s.b", "insert", None, {"id": i % 30, "v": "y"}, T) for i in range(40)
+    ]
+    write_hour(cfg, hour(0), events)
+    key = "spark.sql.adaptive.coalescePartitions.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "false")
+    try:
+        r0 = merge_hour(spark, cfg, hour(0), buckets=4)
+    finally:
+        spark.conf.set(key, before)
+    state = cfg.layout.merge
+    for name in ("s.a", "s.b"):
+        files = load_manifest(cfg)["tables"][name]["files"]
+        assert len(files) == 4
+        for f in files.values():
+            assert len(list((state / f["path"]).glob("*.parquet"))) == 1, f["path"]
+        pub = r0["tables"][name]["published"]
+        assert pub["files_added"] == r0["tables"][name]["buckets_touched"] == 4
+    assert len(list(export_rows(cfg, "s.b"))) == 40 and len(list(export_rows(cfg, "s.a"))) == 40
