@@ -34,11 +34,10 @@ def flag_unfit(
     for n in names:
         s = schemas[n]
         checks = unfit_value_checks(cfg, n, s, "after")
-        if not checks:
+        cols = [(c, b) for (c, _), b in zip(s.columns, checks, strict=True) if b != "false"]
+        if not cols:  # every column is published as text: nothing can misfit
             continue
-        arr = F.array(
-            *[F.when(F.expr(b), F.lit(c)) for (c, _), b in zip(s.columns, checks, strict=True)]
-        )
+        arr = F.array(*[F.when(F.expr(b), F.lit(c)) for c, b in cols])
         cond = (F.col("table") == n) & F.col("op").isin("insert", "update", "snapshot")
         branches = F.when(cond, arr) if branches is None else branches.when(cond, arr)
     if branches is None:
