@@ -143,11 +143,16 @@ def _read_input(
     # same offset with other content is a topic re-created or a cluster moved (offset reset)
     keys = ["topic", "partition", "offset", HASH]
     rest = [c for c in records.columns if c not in keys]
+    # one sort after the shuffle (a window), not a sort-based aggregate, which also sorts the
+    # whole hour before the shuffle to pre-aggregate copies that are rare; the copy kept is
+    # the earliest by Kafka timestamp
+    copies = Window.partitionBy(*keys)
     once = (
         records.withColumn(HASH, F.xxhash64("key", "value"))
-        .groupBy(*keys)
-        .agg(F.count("*").alias("_copies"), F.first(F.struct(*rest)).alias("_r"))
-        .select(*keys, "_copies", "_r.*")
+        .withColumn("_copies", F.count("*").over(copies))
+        .withColumn("_nth", F.row_number().over(copies.orderBy("ts_ms")))
+        .where(F.col("_nth") == 1)
+        .select(*keys, "_copies", *rest)
     )
     with job_named(spark, "decode: the hour's records once, to a staging copy"):
         once.write.parquet(str(copy))
