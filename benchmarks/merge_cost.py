@@ -186,9 +186,11 @@ def main() -> None:
         flush=True,
     )
     results = []
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
     for buckets in args.buckets:
         for n in args.rows:
-            base = Path(tempfile.mkdtemp(prefix="recon-bench-", dir=Path(args.work).resolve()))
+            base = Path(tempfile.mkdtemp(prefix="recon-bench-", dir=work))
             try:
                 r = run(n, args.changes, buckets, base)
             finally:

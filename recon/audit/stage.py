@@ -44,4 +44,6 @@ def audit_hour(
 
 def _hour_records(cfg: PipelineConfig, hour: datetime) -> int:
     counters = cfg.layout.decode_counters(hour)
-    return int(read_json(counters)["totals"].get("records", 0)) if counters.is_file() else 0
+    if not counters.is_file():
+        return 0
+    return int(read_json(counters).get("totals", {}).get("records", 0))

@@ -417,7 +417,7 @@ class _HourMerge:
 def _rows_at_stake(cfg: PipelineConfig, hour: datetime) -> int:
     """The hour's records and the state's rows: at most what the merge reads."""
     counters = read_json(cfg.layout.decode_counters(hour))
-    records = int(counters["totals"].get("records", 0))
+    records = int(counters.get("totals", {}).get("records", 0))  # tools write bare counters
     return records + state_rows(load_manifest(cfg, allow_missing=True))
 
 

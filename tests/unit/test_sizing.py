@@ -97,3 +97,21 @@ def test_the_dags_decide_when_a_stage_starts_from_its_hours(pipeline: Path) -> N
     _dump(pipeline, "t1", H.replace(hour=3), SMALL_RUN_BYTES)
     assert small_run_jvm(str(pipeline), h) == ""
     assert small_run_jvm(str(pipeline), {"from": "2026-11-20T02", "to": "2026-11-20T02"}) != ""
+
+
+def test_the_size_of_an_hour_does_not_need_more_of_its_counters_than_the_merge_did(
+    pipeline: Path,
+) -> None:
+    """Counters written by a tool (the merge benchmark) carry no totals: the hour counts as
+    its state alone, and the merge still runs (it crashed on a KeyError)."""
+    from recon.audit.stage import _hour_records
+    from recon.merge.stage import _rows_at_stake
+
+    cfg = load_config(pipeline)
+    bare = cfg.layout.decode_counters(H)
+    bare.parent.mkdir(parents=True, exist_ok=True)
+    bare.write_text(json.dumps({"pipeline": "p", "hour": "2026-11-20T02"}))
+    _state(pipeline, 7)
+    assert _rows_at_stake(cfg, H) == 7 and _hour_records(cfg, H) == 0
+    bare.write_text(json.dumps({"totals": {"records": 5}}))
+    assert _rows_at_stake(cfg, H) == 12 and _hour_records(cfg, H) == 5
