@@ -29,7 +29,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,6 +49,22 @@ def raw_hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
     """The dump folder of one topic-hour (contract 2.1)."""
     h = hour.astimezone(UTC)
     return raw_path / topic / f"dt={h:%Y-%m-%d}" / f"hour={h:%H}"
+
+
+def dump_bytes(raw_path: Path, topics: Iterable[str], hours: Iterable[datetime]) -> int:
+    """The size on disk of the dump files (`part-*`) of `hours` over `topics`: what decides
+    whether a run, or a stage's hour, is small (`recon.ops.sizing`)."""
+    total = 0
+    for h in hours:
+        for topic in topics:
+            folder = raw_hour_folder(raw_path, topic, h)
+            if folder.is_dir():
+                total += sum(
+                    e.stat().st_size
+                    for e in os.scandir(folder)
+                    if e.is_file() and e.name.startswith("part-")
+                )
+    return total
 
 
 def pipelines_dir() -> Path:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from datetime import datetime
 
 from pyspark.sql import SparkSession
@@ -27,11 +28,9 @@ def audit_hour(
 ) -> AuditReport:
     """Build, validate and write the hour's report; `audited_by`: the run that (re)wrote it,
     when it is not the run that merged the hour (an audit_only DAG run)."""
-    if spark is None:
+    small = _hour_records(cfg, hour) < SMALL_HOUR_ROWS
+    with sized_for(spark, small) if spark is not None else nullcontext():
         facts = read_facts(spark, cfg, hour)
-    else:
-        with sized_for(spark, small=_hour_records(cfg, hour) < SMALL_HOUR_ROWS):
-            facts = read_facts(spark, cfg, hour)
     report = build_report(facts, cfg, hour, run_id)
     report["audited_by"] = audited_by or report["run_id"]
     validate(report)

@@ -8,7 +8,6 @@ line that cannot be read at all is kept, with its text, for the quarantine.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -64,11 +63,6 @@ def list_hour(raw_path: Path, topic: str, hour: datetime) -> HourFiles:
         if n.startswith("part-") and (n.endswith(".jsonl") or n.endswith(".jsonl.gz"))
     )
     return HourFiles(topic, folder, (folder / "_SUCCESS").is_file(), parquet, jsonl)
-
-
-def hour_bytes(files: list[HourFiles]) -> int:
-    """The size on disk of the hour's dump files (what decides how a small hour is run)."""
-    return sum(os.path.getsize(f) for h in files for f in (*h.parquet, *h.jsonl))
 
 
 def check_complete(files: list[HourFiles], hour: datetime, allow_incomplete: bool) -> None:

@@ -28,11 +28,19 @@ from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
-from recon.decode.dumps import check_complete, hour_bytes, list_hour, read_hour
+from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
 from recon.faults import checkpoint
-from recon.layout import Layout, has_parquet, hour_text, read_json, replace_dir, write_json_atomic
+from recon.layout import (
+    Layout,
+    dump_bytes,
+    has_parquet,
+    hour_text,
+    read_json,
+    replace_dir,
+    write_json_atomic,
+)
 from recon.spark.session import SMALL_HOUR_BYTES, arrow_ddl, job_named, sized_for
 
 PartitionKey = tuple[str, int]
@@ -106,7 +114,8 @@ def decode_hour(
     staging, copy = layout.staging(run_id), layout.staging(f"{run_id}-input")
     for d in (staging, copy):
         shutil.rmtree(d, ignore_errors=True)
-    with sized_for(spark, small=hour_bytes(files) < SMALL_HOUR_BYTES):
+    small = dump_bytes(cfg.raw_path, cfg.topics, [hour]) < SMALL_HOUR_BYTES
+    with sized_for(spark, small):
         inp = _read_input(spark, cfg, hour, files, copy)
         _decode_to_staging(spark, cfg, hour, inp, staging)
         paired = _pair_across_partitions(spark, staging)

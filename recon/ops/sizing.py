@@ -12,11 +12,10 @@ hour ran ~2 s slower with the quick compiler only, so a run is small only well b
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 
 from recon.config import PipelineConfig
-from recon.layout import raw_hour_folder
+from recon.layout import dump_bytes
 from recon.merge.manifest import load_manifest, state_rows
 
 SMALL_RUN_BYTES = 4 * 1024 * 1024
@@ -25,23 +24,9 @@ SMALL_RUN_STATE_ROWS = 100_000
 """State rows a merge may rewrite."""
 
 
-def dump_bytes(cfg: PipelineConfig, hours: list[datetime]) -> int:
-    total = 0
-    for h in hours:
-        for topic in cfg.topics:
-            folder = raw_hour_folder(cfg.raw_path, topic, h)
-            if folder.is_dir():
-                total += sum(
-                    e.stat().st_size
-                    for e in os.scandir(folder)
-                    if e.is_file() and e.name.startswith("part-")
-                )
-    return total
-
-
 def small_run(cfg: PipelineConfig, hours: list[datetime]) -> bool:
     """The run's dumps and the state it merges into are small (see the module's doc)."""
-    if dump_bytes(cfg, hours) >= SMALL_RUN_BYTES:
+    if dump_bytes(cfg.raw_path, cfg.topics, hours) >= SMALL_RUN_BYTES:
         return False
     # an unreadable manifest counts as empty here: the merge refuses it with the fix
     return state_rows(load_manifest(cfg, allow_missing=True)) < SMALL_RUN_STATE_ROWS
