@@ -326,6 +326,28 @@ def test_a_dataworks_befor_its_partition_went_past_is_applied_as_the_removal_of_
     assert ev["order_key"][:16] == after["events"][0]["order_key"][:16]
 
 
+def test_dataworks_values_keep_their_json_type_and_a_schema_read_once_is_not_shared() -> None:
+    """The decoder reads a table's column list once (the messages repeat it): a column one
+    message adds without declaring it must not leak into the next message's types, and a
+    DATE column's integer is epoch ms, its string, boolean or float is kept as its text."""
+    values = [
+        _dw("INSERT", "1", after={"id": 1, "v": "a", "d": 1500, "extra": 5}),
+        _dw("INSERT", "2", after={"id": 2, "v": "b", "d": "1500"}),
+        _dw("INSERT", "3", after={"id": 3, "v": None, "d": True}),
+        _dw("INSERT", "4", after={"id": 4, "v": {"x": [1, 2.5]}, "d": 2.5}),
+        _dw("INSERT", "5", after={"id": 5, "v": "c", "d": 1500}),
+    ]
+    events = _run(values, "dataworks_json")["events"]
+    types = [dict(e["types"]) for e in events]
+    assert types[0] == {"id": "int64", "v": "string", "d": "timestamp", "extra": "int64"}
+    assert all("extra" not in t for t in types[1:]), types
+    after = [dict(e["after"]) for e in events]
+    assert [a["d"] for a in after] == [
+        "1970-01-01T00:00:01.500000Z", "1500", "true", "2.5", "1970-01-01T00:00:01.500000Z"
+    ]  # fmt: skip
+    assert after[2]["v"] is None and after[3]["v"] == '{"x":[1,2.5]}'
+
+
 # -- Canal flat -------------------------------------------------------------------------------
 def test_canal_flat_update_before_is_data_overlaid_with_old_and_binary_is_latin1() -> None:
     msg = {

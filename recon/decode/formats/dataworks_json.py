@@ -10,6 +10,7 @@ base64 already.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -34,13 +35,20 @@ _CONTROL_OPS = {"TRANSACTION_BEGIN", "TRANSACTION_END", "QUERY", "GTID", "XACOMM
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+@lru_cache(maxsize=4096)
+def _instant_text(ms: int) -> str:
+    """Epoch milliseconds as canonical UTC text (cached: a DATE column's values repeat, and
+    formatting one costs more than the rest of its record)."""
+    return timestamp_utc(_EPOCH + timedelta(milliseconds=ms))
+
+
 def _value(v: object, logical: str) -> str | None:
+    if type(v) is str:  # the common case first (a string is kept, whatever the column)
+        return v
     if v is None:
         return None
-    if logical == "timestamp" and isinstance(v, int) and not isinstance(v, bool):
-        return timestamp_utc(_EPOCH + timedelta(milliseconds=v))
-    if isinstance(v, str):
-        return v
+    if logical == "timestamp" and type(v) is int:  # not a bool
+        return _instant_text(v)
     if isinstance(v, (int, float, bool)):
         return number_text(v)
     return orjson.dumps(v).decode()
@@ -57,6 +65,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         """Waiting UPDATE_BEFORs followed in their partition by another row change."""
         self.unfollowed: set[str] = set()
         """Waiting UPDATE_BEFORs no record has followed yet."""
+        self._types_seen: dict[bytes, dict[str, str]] = {}
 
     def accepts(self, msg: Any) -> str | None:
         if not isinstance(msg, dict) or not isinstance(msg.get("payload"), dict):
@@ -115,11 +124,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         common: dict[str, Any],
     ) -> Event:
         """The row change with both images typed (its op is settled by `_apply`)."""
-        types = {
-            str(c["name"]): _TYPES.get(str(c.get("type")).upper(), "unknown")
-            for c in schema.get("dataColumn") or []
-            if isinstance(c, dict) and "name" in c
-        }
+        types = self._types(schema.get("dataColumn") or [])
         pk = list(schema.get("primaryKey") or []) or list(
             self.ctx.primary_keys.get(f"{db}.{tbl}", [])
         )
@@ -131,9 +136,10 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             cols = part.get("dataColumn") if isinstance(part, dict) else None
             if not isinstance(cols, dict):
                 raise DecodeError(f"`{which}.dataColumn` is not an object")
-            for c, v in cols.items():
-                if c not in types:
-                    types[c] = "int64" if isinstance(v, int) else "string"
+            if not types.keys() >= cols.keys():  # columns the schema does not declare
+                for c, v in cols.items():
+                    if c not in types:
+                        types[c] = "int64" if isinstance(v, int) else "string"
             return {c: _value(v, types[c]) for c, v in cols.items()}
 
         before, after = image("before"), image("after")
@@ -148,6 +154,23 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             order_key=order_key,
             **common,
         )
+
+    def _types(self, columns: Any) -> dict[str, str]:
+        """Column -> logical type from `schema.dataColumn`, a copy of the one read last time
+        the same list came (a table's messages repeat it; reading it was a tenth of the
+        decode)."""
+        key = orjson.dumps(columns)
+        known = self._types_seen.get(key)
+        if known is None:
+            known = {
+                str(c["name"]): _TYPES.get(str(c.get("type")).upper(), "unknown")
+                for c in columns
+                if isinstance(c, dict) and "name" in c
+            }
+            if len(self._types_seen) >= 1024:
+                self._types_seen.clear()
+            self._types_seen[key] = known
+        return dict(known)
 
     def _apply(self, rec: RawRecord, op: str, ev: Event, pair_key: str) -> None:
         """Emit an insert or delete; hold an UPDATE_BEFOR for its UPDATE_AFTER (same
