@@ -42,6 +42,18 @@ def _instant_text(ms: int) -> str:
     return timestamp_utc(_EPOCH + timedelta(milliseconds=ms))
 
 
+@lru_cache(maxsize=1024)
+def _column_types(columns_json: bytes) -> dict[str, str]:
+    """Column -> logical type from `schema.dataColumn` (as JSON bytes, the key it is cached by:
+    a table's messages repeat the list, and reading it was a tenth of the decode). Callers
+    copy the result before changing it."""
+    return {
+        str(c["name"]): _TYPES.get(str(c.get("type")).upper(), "unknown")
+        for c in orjson.loads(columns_json)
+        if isinstance(c, dict) and "name" in c
+    }
+
+
 def _value(v: object, logical: str) -> str | None:
     if type(v) is str:  # the common case first (a string is kept, whatever the column)
         return v
@@ -65,7 +77,6 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         """Waiting UPDATE_BEFORs followed in their partition by another row change."""
         self.unfollowed: set[str] = set()
         """Waiting UPDATE_BEFORs no record has followed yet."""
-        self._types_seen: dict[bytes, dict[str, str]] = {}
 
     def accepts(self, msg: Any) -> str | None:
         if not isinstance(msg, dict) or not isinstance(msg.get("payload"), dict):
@@ -124,7 +135,8 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         common: dict[str, Any],
     ) -> Event:
         """The row change with both images typed (its op is settled by `_apply`)."""
-        types = self._types(schema.get("dataColumn") or [])
+        # a copy: an image may add columns the schema does not declare
+        types = dict(_column_types(orjson.dumps(schema.get("dataColumn") or [])))
         pk = list(schema.get("primaryKey") or []) or list(
             self.ctx.primary_keys.get(f"{db}.{tbl}", [])
         )
@@ -154,23 +166,6 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             order_key=order_key,
             **common,
         )
-
-    def _types(self, columns: Any) -> dict[str, str]:
-        """Column -> logical type from `schema.dataColumn`, a copy of the one read last time
-        the same list came (a table's messages repeat it; reading it was a tenth of the
-        decode)."""
-        key = orjson.dumps(columns)
-        known = self._types_seen.get(key)
-        if known is None:
-            known = {
-                str(c["name"]): _TYPES.get(str(c.get("type")).upper(), "unknown")
-                for c in columns
-                if isinstance(c, dict) and "name" in c
-            }
-            if len(self._types_seen) >= 1024:
-                self._types_seen.clear()
-            self._types_seen[key] = known
-        return dict(known)
 
     def _apply(self, rec: RawRecord, op: str, ev: Event, pair_key: str) -> None:
         """Emit an insert or delete; hold an UPDATE_BEFOR for its UPDATE_AFTER (same
