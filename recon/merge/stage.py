@@ -35,6 +35,7 @@ from recon.merge.contributions import (
     route_expr,
     row_key,
     watermark_skips,
+    with_checksum,
 )
 from recon.merge.manifest import (
     Manifest,
@@ -63,8 +64,8 @@ from recon.merge.unfit import UNFIT, flag_unfit, unfit_counts, write_unfit_quara
 from recon.publish.iceberg import publish_table, published_hours
 from recon.spark.session import SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
 
-# What the merge reads more than once (the hour's events, its contributions, the new live rows)
-# is kept on local disk, never as an in-memory columnar cache: an hour of any size must not
+# What the merge reads more than once (the hour's events, its contributions, a keyless table's
+# live rows) is kept on local disk, never as an in-memory columnar cache: an hour of any size must not
 # have to fit in the heap (a cache of a big hour ran out of memory in a 512 MB heap).
 CACHE = StorageLevel.DISK_ONLY
 
@@ -221,8 +222,8 @@ class _HourMerge:
                 "run_id": self.run_id,
             }
         nb = F.create_map(*[x for n in self.names for x in (F.lit(n), F.lit(self.buckets_of(n)))])
-        self.contrib = contrib.withColumn(
-            "bucket", F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int")
+        self.contrib = with_checksum(
+            contrib.withColumn("bucket", F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int"))
         ).persist(CACHE)
 
     def find_touched_buckets(self) -> None:
@@ -245,7 +246,7 @@ class _HourMerge:
         if not old_dirs:
             return self.spark.createDataFrame([], STATE_DDL)
         old = self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)
-        return self.in_current_columns(old)
+        return with_checksum(self.in_current_columns(old))
 
     def in_current_columns(self, old: DataFrame) -> DataFrame:
         """State rows written before a schema change, in the schema's columns (renamed,
@@ -258,7 +259,11 @@ class _HourMerge:
         ]
         if not changing:
             return old
-        fixed = old.withColumn("row", normalize_image(F.col("row"), F.col("table"), self.schemas))
+        fixed = old.withColumn(
+            "row", normalize_image(F.col("row"), F.col("table"), self.schemas)
+        ).withColumn(  # the row changed: its checksum term is computed again
+            "ck", F.when(~F.col("table").isin(changing), F.col("ck"))
+        )
         rekey = [n for n in changing if not self.schemas[n].primary_key]
         if not rekey:
             return fixed
@@ -285,7 +290,10 @@ class _HourMerge:
             )
         checkpoint("merge:state-written")
         state = self.spark.read.schema(STATE_DDL).parquet(str(run_dir)).select(*STATE_COLS)
-        self.live = live_rows(state, ms_tables).persist(CACHE)
+        live = live_rows(state, ms_tables)
+        # a keyed table's live rows are a filter of the files just written: read again, they
+        # cost less than a disk copy of them; a keyless table's are an aggregate, kept
+        self.live = live.persist(CACHE) if ms_tables else live
         self.bstats = bucket_stats(state, self.live)
 
     def update_entry(self, n: str, entry: TableEntry) -> None:

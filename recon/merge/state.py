@@ -12,7 +12,7 @@ from typing import TypedDict
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from recon.merge.contributions import STATE_COLS, row_key
+from recon.merge.contributions import STATE_COLS
 
 U64 = 1 << 64
 
@@ -86,7 +86,7 @@ def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
     A bucket's rows stay together in a task (the state is read a file per bucket), so publish
     writes them without a shuffle."""
     is_ms = is_multiset(ms_tables)
-    cols = ("table", "bucket", "key", "row", "order_key", "event_time_ms", "op")
+    cols = ("table", "bucket", "key", "row", "order_key", "event_time_ms", "op", "ck")
     pk_live = state.where(~is_ms & (F.col("sign") == 1)).select(*cols)
     added = F.col("sign") > 0
     ms = (
@@ -96,6 +96,7 @@ def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
         .agg(
             F.sum("sign").alias("n"),
             F.max_by(F.when(added, F.col("row")), F.when(added, F.col("ident"))).alias("row"),
+            F.max_by(F.when(added, F.col("ck")), F.when(added, F.col("ident"))).alias("ck"),
             F.max(F.when(added, F.col("order_key"))).alias("order_key"),
             F.max(F.when(added, F.col("event_time_ms"))).alias("event_time_ms"),
             F.max_by(F.when(added, F.col("op")), F.when(added, F.col("order_key"))).alias("op"),
@@ -114,19 +115,27 @@ class BucketStats(TypedDict):
 
 
 def bucket_stats(state: DataFrame, live: DataFrame) -> dict[tuple[str, int], BucketStats]:
-    """Per (table, bucket) written: live rows, their order-independent checksum, state rows."""
+    """Per (table, bucket) written: live rows, their order-independent checksum (the sum of
+    the rows' `ck`, kept with each state row), state rows. One job."""
     out: dict[tuple[str, int], BucketStats] = {}
-    ck = F.sum(F.xxhash64(row_key(F.col("row"))).cast("decimal(38,0)"))
-    agg = live.groupBy("table", "bucket").agg(F.count("*").alias("rows"), ck.alias("ck"))
+    no_ck = F.lit(None).cast("bigint")
+    both = state.select(
+        "table", "bucket", F.lit(1).alias("s"), F.lit(0).alias("r"), no_ck.alias("ck")
+    )
+    both = both.unionByName(
+        live.select("table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck")
+    )
+    agg = both.groupBy("table", "bucket").agg(
+        F.sum("s").alias("state_rows"),
+        F.sum("r").alias("rows"),
+        F.sum(F.col("ck").cast("decimal(38,0)")).alias("ck"),
+    )
     for r in agg.collect():
         out[(r["table"], int(r["bucket"]))] = {
             "rows": int(r["rows"]),
             "checksum": int(r["ck"] or 0),
-            "state_rows": 0,
+            "state_rows": int(r["state_rows"]),
         }
-    for r in state.groupBy("table", "bucket").agg(F.count("*").alias("n")).collect():
-        key = (r["table"], int(r["bucket"]))
-        out.setdefault(key, {"rows": 0, "checksum": 0, "state_rows": 0})["state_rows"] = int(r["n"])
     return out
 
 

@@ -642,3 +642,82 @@ def test_each_bucket_is_written_as_one_file_without_shuffling_the_new_state_agai
         pub = r0["tables"][name]["published"]
         assert pub["files_added"] == r0["tables"][name]["buckets_touched"] == 4
     assert len(list(export_rows(cfg, "s.b"))) == 40 and len(list(export_rows(cfg, "s.a"))) == 40
+
+
+def _bucket_checksums(spark: Any, cfg: Any) -> dict[tuple[str, int], tuple[int, str]]:
+    """(live rows, checksum) per state bucket, from the rows themselves: the sum of
+    xxhash64(row_key(row)) over the live rows, as the manifest defines it."""
+    from pyspark.sql import functions as F
+
+    from recon.merge.contributions import STATE_DDL, row_key
+    from recon.merge.state import U64, live_rows
+
+    man = load_manifest(cfg)
+    out = {}
+    for name, t in man["tables"].items():
+        ms = [] if t["schema"]["primary_key"] else [name]
+        for b, f in t["files"].items():
+            state = spark.read.schema(STATE_DDL).parquet(str(cfg.layout.merge / f["path"]))
+            got = (
+                live_rows(state, ms)
+                .agg(F.count("*"), F.sum(F.xxhash64(row_key(F.col("row"))).cast("decimal(38,0)")))
+                .first()
+            )
+            out[(name, int(b))] = (int(got[0]), str(int(got[1] or 0) % U64))
+    return out
+
+
+def _manifest_checksums(cfg: Any) -> dict[tuple[str, int], tuple[int, str]]:
+    man = load_manifest(cfg)
+    return {
+        (name, int(b)): (int(f["rows"]), f["checksum"])
+        for name, t in man["tables"].items()
+        for b, f in t["files"].items()
+    }
+
+
+def test_bucket_checksums_kept_with_the_rows_equal_the_rows_own(spark, tmp_path: Path) -> None:
+    """Each state row carries its checksum term, computed when it enters: the manifest's
+    bucket checksums still equal the sum over the live rows themselves after updates, deletes,
+    keyless copies, a state written before rows carried the term, and a schema change that
+    rewrites the old rows (a stated default)."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {}})
+    t0 = {"id": "int32", "v": "string"}
+    write_hour(
+        cfg,
+        hour(0),
+        [event(i, "s.a", "insert", None, {"id": i, "v": f"v{i}"}, t0, ["id"]) for i in range(12)]
+        + [event(100 + i, "s.b", "insert", None, {"id": i % 4, "v": "m"}, t0) for i in range(8)],
+    )
+    merge_hour(spark, cfg, hour(0), buckets=4)
+    assert _manifest_checksums(cfg) == _bucket_checksums(spark, cfg)
+    for f in cfg.layout.merge.rglob("*.parquet"):  # as a state written before `ck` existed
+        pq.write_table(pq.read_table(f).drop_columns(["ck"]), f)
+        f.with_name(f".{f.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum of the old
+    t1 = {**t0, "n": "int32"}
+    stated = {"n": "7"}
+    write_hour(
+        cfg,
+        hour(1),
+        [
+            event(20, "s.a", "update", {"id": 1, "v": "v1"}, {"id": 1, "v": "w1"}, t0, ["id"]),
+            event(21, "s.a", "delete", {"id": 2, "v": "v2"}, None, t0, ["id"]),
+            event(22, "s.b", "delete", {"id": 1, "v": "m"}, None, t0),
+            event(23, "s.b", "insert", None, {"id": 9, "v": "n"}, t0),
+        ],
+    )
+    merge_hour(spark, cfg, hour(1), buckets=4)
+    assert _manifest_checksums(cfg) == _bucket_checksums(spark, cfg)
+    write_hour(
+        cfg,
+        hour(2),
+        [
+            event(
+                30, "s.a", "insert", None, {"id": 40, "v": "x", "n": 1}, t1, ["id"], defaults=stated
+            )
+        ],
+    )
+    r2 = merge_hour(spark, cfg, hour(2), buckets=4)
+    assert r2["tables"]["s.a"]["schema_changed"]
+    assert {r["n"] for r in export_rows(cfg, "s.a")} == {1, 7}  # old rows read the default
+    assert _manifest_checksums(cfg) == _bucket_checksums(spark, cfg)
