@@ -151,7 +151,8 @@ class _HourMerge:
         self.find_touched_buckets()
         old = self.read_old_state()
         ms_tables = [n for n in self.names if not self.schemas[n].primary_key]
-        self.skips = skip_counts(old, self.contrib, ms_tables)
+        changes = sum(n for t in self.names for n in self.by_table_op.get(t, {}).values())
+        self.skips = skip_counts(old, self.contrib, ms_tables, changes)
         self.write_state(fold(old, self.contrib, ms_tables), ms_tables)
         self.entered = entered_counts(self.contrib)
         new_man = copy_manifest(self.man)

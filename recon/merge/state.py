@@ -31,19 +31,27 @@ def main_contributions(contrib: DataFrame) -> DataFrame:
     )
 
 
+# Up to this many changes, the skip counts send the hour's (table, key, order key) to every
+# task instead of shuffling the touched state (a few tens of MB; the state may be 100x more)
+BROADCAST_CHANGES = 2_000_000
+
+
 def skip_counts(
-    old: DataFrame, contrib: DataFrame, ms_tables: list[str]
+    old: DataFrame, contrib: DataFrame, ms_tables: list[str], changes: int
 ) -> dict[str, tuple[int, int]]:
     """Per table (stale, already applied): changes older than what the state holds for their
-    key, or already in it (a re-run of an hour: same order key, or same multiset copy)."""
+    key, or already in it (a re-run of an hour: same order key, or same multiset copy).
+    `changes`: about how many contributions the hour has."""
     is_ms = is_multiset(ms_tables)
     main = main_contributions(contrib)
     olds = old.where(~is_ms & (F.col("sign") >= 0)).select(
         "table", "key", F.col("order_key").alias("old_ok")
     )
+    keyed = main.where(~is_ms).select("table", "key", "order_key")
+    if changes <= BROADCAST_CHANGES:
+        keyed = F.broadcast(keyed)
     cmp = (
-        main.where(~is_ms)
-        .join(olds, ["table", "key"], "inner")
+        keyed.join(olds, ["table", "key"], "inner")
         .groupBy("table")
         .agg(
             F.sum(F.when(F.col("order_key") < F.col("old_ok"), 1).otherwise(0)).alias("stale"),

@@ -721,3 +721,57 @@ def test_bucket_checksums_kept_with_the_rows_equal_the_rows_own(spark, tmp_path:
     assert r2["tables"]["s.a"]["schema_changed"]
     assert {r["n"] for r in export_rows(cfg, "s.a")} == {1, 7}  # old rows read the default
     assert _manifest_checksums(cfg) == _bucket_checksums(spark, cfg)
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_stale_and_already_applied_changes_are_counted_with_or_without_a_broadcast(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broadcast: bool
+) -> None:
+    """The skip counts compare the hour's changes with the state they meet: sent to every task
+    for an hour of up to `BROADCAST_CHANGES` changes, else by a shuffle; both count alike."""
+    import recon.merge.state
+
+    monkeypatch.setattr(recon.merge.state, "BROADCAST_CHANGES", 10**9 if broadcast else -1)
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    write_hour(
+        cfg,
+        hour(0),
+        [event(10 + i, "s.a", "insert", None, {"id": i, "v": "a"}, T) for i in range(5)],
+    )
+    ups = [
+        event(20 + i, "s.a", "update", {"id": i, "v": "a"}, {"id": i, "v": "b"}, T)
+        for i in range(3)
+    ]
+    write_hour(cfg, hour(1), ups)
+    late = [
+        event(15 + i, "s.a", "update", {"id": i, "v": "a"}, {"id": i, "v": "late"}, T)
+        for i in range(2)
+    ]
+    write_hour(cfg, hour(2), [*late, event(30, "s.a", "insert", None, {"id": 9, "v": "n"}, T)])
+    merge_hour(spark, cfg, hour(0), buckets=4)
+    first = merge_hour(spark, cfg, hour(1), buckets=4)["tables"]["s.a"]
+    again = merge_hour(spark, cfg, hour(1), buckets=4)["tables"]["s.a"]  # a re-run
+    stale = merge_hour(spark, cfg, hour(2), buckets=4)["tables"]["s.a"]
+    assert (first["applied"], first["skipped"]["stale"], first["skipped"]["already_applied"]) == (
+        3,
+        0,
+        0,
+    )
+    assert (again["applied"], again["skipped"]["stale"], again["skipped"]["already_applied"]) == (
+        0,
+        0,
+        3,
+    )
+    assert (stale["applied"], stale["skipped"]["stale"], stale["skipped"]["already_applied"]) == (
+        1,
+        2,
+        0,
+    )
+    assert sorted((r["id"], r["v"]) for r in export_rows(cfg, "s.a")) == [
+        (0, "b"),
+        (1, "b"),
+        (2, "b"),
+        (3, "a"),
+        (4, "a"),
+        (9, "n"),
+    ]
