@@ -21,8 +21,9 @@ STATE_DDL = (
     "row map<string,string>, event_time_ms bigint, op string, ck bigint"
 )
 """`ck`: the row's checksum term (`row_checksum`) for an added row, computed when the row enters
-the state and kept with it, so an hour's bucket checksums cost what its changes cost, not a
-pass of `row_key` over every state row (NULL in states written before it: filled when read)."""
+the state (`recon.merge.state.fold`) and kept with it, so an hour's bucket checksums cost what
+its changed keys cost, not a pass of `row_key` over every state row (NULL in states written
+before it, and for rows a schema change rewrites: filled by the fold)."""
 STATE_COLS = [c.split()[0] for c in STATE_DDL.split(", ")]
 
 

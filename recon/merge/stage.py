@@ -35,7 +35,6 @@ from recon.merge.contributions import (
     route_expr,
     row_key,
     watermark_skips,
-    with_checksum,
 )
 from recon.merge.manifest import (
     Manifest,
@@ -223,9 +222,11 @@ class _HourMerge:
                 "run_id": self.run_id,
             }
         nb = F.create_map(*[x for n in self.names for x in (F.lit(n), F.lit(self.buckets_of(n)))])
-        self.contrib = with_checksum(
+        self.contrib = (
             contrib.withColumn("bucket", F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int"))
-        ).persist(CACHE)
+            .withColumn("ck", F.lit(None).cast("bigint"))  # computed for the winners (`fold`)
+            .persist(CACHE)
+        )
 
     def find_touched_buckets(self) -> None:
         self.touched = {n: set() for n in self.names}
@@ -247,7 +248,7 @@ class _HourMerge:
         if not old_dirs:
             return self.spark.createDataFrame([], STATE_DDL)
         old = self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)
-        return with_checksum(self.in_current_columns(old))
+        return self.in_current_columns(old)
 
     def in_current_columns(self, old: DataFrame) -> DataFrame:
         """State rows written before a schema change, in the schema's columns (renamed,

@@ -12,7 +12,7 @@ from typing import TypedDict
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from recon.merge.contributions import STATE_COLS
+from recon.merge.contributions import STATE_COLS, with_checksum
 
 U64 = 1 << 64
 
@@ -86,7 +86,9 @@ def fold(old: DataFrame, contrib: DataFrame, ms_tables: list[str]) -> DataFrame:
         .select("w.*")
     )
     ms_state = allc.where(is_ms).dropDuplicates(["table", "bucket", "key", "ident", "sign"])
-    return pk_state.unionByName(ms_state)
+    # a row that enters the state (or was read without its checksum term) gets it here: once
+    # per changed key, not once per contribution or per state row
+    return with_checksum(pk_state.unionByName(ms_state))
 
 
 def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
