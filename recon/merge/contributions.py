@@ -57,12 +57,11 @@ def row_checksum(img: Column) -> Column:
     return F.xxhash64(row_key(img))
 
 
-def with_checksum(df: DataFrame) -> DataFrame:
-    """`df` with `ck` filled where it is NULL: added rows (sign > 0) get theirs, others none."""
+def with_checksum(state: DataFrame) -> DataFrame:
+    """State rows with `ck` filled where it is NULL: added rows (sign > 0) get theirs (computed
+    only for them: `coalesce` stops at a kept term), others none."""
     fill = F.when(F.col("sign") > 0, row_checksum(F.col("row")))
-    if "ck" not in df.columns:
-        return df.withColumn("ck", fill)
-    return df.withColumn("ck", F.coalesce(F.col("ck"), fill))
+    return state.withColumn("ck", F.coalesce(F.col("ck"), fill))
 
 
 def lit_map(d: dict[str, Any]) -> Column:

@@ -64,8 +64,8 @@ from recon.publish.iceberg import publish_table, published_hours
 from recon.spark.session import SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
 
 # What the merge reads more than once (the hour's events, its contributions, a keyless table's
-# live rows) is kept on local disk, never as an in-memory columnar cache: an hour of any size must not
-# have to fit in the heap (a cache of a big hour ran out of memory in a 512 MB heap).
+# live rows) is kept on local disk, never as an in-memory columnar cache: an hour of any size
+# must not have to fit in the heap (a cache of a big hour ran out of memory in a 512 MB heap).
 CACHE = StorageLevel.DISK_ONLY
 
 log = logging.getLogger(__name__)
