@@ -179,6 +179,13 @@ def _table_commands(sub: argparse._SubParsersAction) -> None:
         help="run the DAGs in the Airflow this environment configures (its database and "
         "spark_default, e.g. the compose services) instead of a demo home on SQLite",
     )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pipelines run at a time (default: one per core, at most 3; 1 runs them in turn)",
+    )
     p.set_defaults(func=cmd_demo)
 
 
@@ -451,15 +458,18 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from recon.demo.demo import run_demo
+    from recon.demo.demo import default_parallel, run_demo
 
     if args.hours < 2:
         raise ReconError("--hours must be at least 2, so that something straddles an hour")
+    if args.parallel is not None and args.parallel < 1:
+        raise ReconError(f"--parallel {args.parallel}: give 1 or more pipelines at a time")
     run_demo(
         args.hours,
         via_airflow=not args.without_airflow,
         write_only=args.write_only,
         own_airflow=not args.airflow_from_environment,
+        parallel=args.parallel or default_parallel(),
     )
     return 0
 

@@ -143,6 +143,7 @@ def test_cli_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
         ["decode", "--pipeline", str(bad), "--hour", "2026-11-20T00"],
         ["decode", "--pipeline", str(tmp_path / "missing.yaml"), "--hour", "2026-11-20T00"],
         ["run", "--pipeline", str(_write(tmp_path, GOOD, "g.yaml")), "--from", "2026-11-20 00"],
+        ["demo", "--parallel", "0"],
     ):
         proc = _recon(*args)
         assert proc.returncode == 2, proc.stderr
