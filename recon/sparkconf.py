@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 _HELP = 'set it to a JSON object of Spark properties, e.g. {"spark.driver.memory": "8g"}'
 GIB = 1024**3
@@ -58,12 +59,22 @@ SMALL_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 """A small run's JVM compiles with the quick JIT compiler only (`recon.ops.sizing`)."""
 JVM_OPTIONS = "-Duser.timezone=UTC"
 
+CDS_ARCHIVE = Path(sys.prefix) / "share" / "recon" / "spark-classes.jsa"
+"""Spark's classes as a class-data-sharing archive, built by setup (`recon.demo.class_archive`)."""
+CDS_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a JVM that cannot map it says nothing
+
+
+def cds_jvm_options(archive: Path = CDS_ARCHIVE) -> str:
+    """The driver JVM options that map the class archive, or "" when setup built none."""
+    return f" -XX:SharedArchiveFile={archive} {CDS_QUIET}" if archive.is_file() else ""
+
 
 def local_defaults(small: bool = False) -> dict[str, str]:
     """The defaults of a local session this process starts (sized from the machine); `small`:
     for a small run (`recon.ops.sizing.small_run`)."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    driver_jvm = f"{JVM_OPTIONS} {SMALL_RUN_JVM_OPTIONS}" if small else JVM_OPTIONS
+    driver_jvm = JVM_OPTIONS + cds_jvm_options()
+    driver_jvm += f" {SMALL_RUN_JVM_OPTIONS}" if small else ""
     return {
         "spark.driver.memory": driver_memory(machine_memory_bytes()),
         # enough slices that a task of a big hour stays small; adaptive execution merges them

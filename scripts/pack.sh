@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make pack`: what a cluster's executors need to run the stages without a shared venv path:
 #   dist/recon-venv.tar.gz  the pinned venv, packed by venv-pack (relocatable; without pyspark's
-#                        jars, which the cluster's Spark has, and without the editable link to
-#                        this checkout), with the `recon` package itself in its site-packages
+#                        jars, which the cluster's Spark has, the driver's class archive, and
+#                        without the editable link to this checkout), with the `recon` package
+#                        itself in its site-packages
 # Ship it with spark.archives (README "Where Spark runs"). The
 # packed venv links `python` to this machine's interpreter prefix; executors need Python 3.11
 # there too (or give --python-prefix through RECON_PACK_PYTHON_PREFIX). The driver keeps using
@@ -14,7 +15,8 @@ mkdir -p "$out"
 site=lib/python3.11/site-packages
 tarball="$out/recon-venv.tar"
 args=(-p .venv -o "$tarball" --format tar --force --quiet
-      --exclude "$site/pyspark/jars/*" --exclude "$site/__editable__*")
+      --exclude "$site/pyspark/jars/*" --exclude "$site/__editable__*"
+      --exclude "share/recon/*")
 if [ -n "${RECON_PACK_PYTHON_PREFIX:-}" ]; then
   args+=(--python-prefix "$RECON_PACK_PYTHON_PREFIX")
 fi

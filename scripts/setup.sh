@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build .venv from nothing: pinned dependencies, the pyspark fix-up, generated protobuf code.
+# Build .venv from nothing: pinned dependencies, the pyspark fix-up, generated protobuf code,
+# the Spark class archive.
 # Safe to re-run; it only reinstalls what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +23,8 @@ PYSPARK_VERSION=$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)
 mkdir -p recon/_proto
 .venv/bin/python -m grpc_tools.protoc -Iproto --python_out=recon/_proto proto/*.proto
 touch recon/_proto/__init__.py
+# Spark's classes in a class-data-sharing archive for the driver JVMs (recon/demo/class_archive.py): one
+# small sample run, only when the JDK or pyspark changed
+PATH="$PWD/.venv/bin:$PATH" PYSPARK_PYTHON="$PWD/.venv/bin/python" \
+  PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python" .venv/bin/python -m recon.demo.class_archive
 echo "setup: .venv ready ($(.venv/bin/python --version), pyspark ${PYSPARK_VERSION})"

@@ -107,3 +107,28 @@ def test_a_small_hours_queries_run_without_whole_stage_code_generation(spark) ->
     except RuntimeError:
         pass
     assert codegen() == "true"
+
+
+def test_driver_jvms_map_the_class_archive_setup_built(tmp_path: Path) -> None:
+    """Setup builds Spark's classes into a class-data-sharing archive (`recon.demo.class_archive`) and
+    the driver options name it; `-Xshare:on` makes a JVM that cannot map it (stale for this JDK
+    or these jars, or not there) fail to start instead of running without it."""
+    from recon.sparkconf import CDS_ARCHIVE, local_defaults
+
+    assert CDS_ARCHIVE.is_file(), "no class archive: `make setup` builds it"
+    driver = local_defaults()["spark.driver.extraJavaOptions"]
+    assert f"-XX:SharedArchiveFile={CDS_ARCHIVE}" in driver
+    job = tmp_path / "job.py"
+    job.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "print('rows', spark.range(3).count())\n"
+    )
+    venv_bin = Path(sys.executable).parent
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PATH=f"{venv_bin}:{os.environ['PATH']}")
+    proc = subprocess.run(
+        [str(venv_bin / "spark-submit"), "--master", "local[1]", "--conf",
+         f"spark.driver.extraJavaOptions={driver} -Xshare:on", str(job)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "rows 3" in proc.stdout, proc.stderr[-2000:]

@@ -14,7 +14,13 @@ from recon.airflow.dag_factory import SMALL_JVM_TEMPLATE, small_run_jvm
 from recon.config import load_config
 from recon.layout import raw_hour_folder
 from recon.ops.sizing import SMALL_RUN_BYTES, SMALL_RUN_STATE_ROWS, small_run
-from recon.sparkconf import SMALL_RUN_JVM_OPTIONS, local_defaults, session_conf, submit_conf
+from recon.sparkconf import (
+    SMALL_RUN_JVM_OPTIONS,
+    cds_jvm_options,
+    local_defaults,
+    session_conf,
+    submit_conf,
+)
 
 H = datetime(2026, 11, 20, 2, tzinfo=UTC)
 DRIVER, EXECUTOR = "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"
@@ -83,7 +89,10 @@ def test_a_small_runs_driver_jvm_compiles_quickly_and_the_users_options_win(
     assert SMALL_RUN_JVM_OPTIONS in small[DRIVER] and "-Duser.timezone=UTC" in small[DRIVER]
     assert SMALL_RUN_JVM_OPTIONS not in small[EXECUTOR]
     conf = submit_conf("/py", small_jvm=" {{ x }}")
-    assert conf[DRIVER] == "-Duser.timezone=UTC {{ x }}" and conf[EXECUTOR] == "-Duser.timezone=UTC"
+    # the class archive (when setup built it) is the driver's: executors may be elsewhere
+    cds = cds_jvm_options()
+    assert conf[DRIVER] == f"-Duser.timezone=UTC{cds} {{{{ x }}}}"
+    assert conf[EXECUTOR] == "-Duser.timezone=UTC"
     monkeypatch.setenv("RECON_SPARK_CONF", json.dumps({DRIVER: "-Dmine=1"}))
     assert session_conf(local=True, small=True)[DRIVER] == "-Dmine=1"
     assert submit_conf("/py", small_jvm=" {{ x }}")[DRIVER] == "-Dmine=1"
