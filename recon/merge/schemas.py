@@ -110,8 +110,12 @@ def _apply_ddl(schemas: dict[str, TableSchema], mine: DataFrame, hour: datetime)
     """The hour's ALTER TABLEs in source order: columns added (with the default existing rows
     read), renamed, dropped and retyped; the tables whose schema changed."""
     changed = set()
-    ddl_rows = mine.where(F.col("op") == "ddl").orderBy("order_key")
-    for r in ddl_rows.select("table", "ddl", F.hex("order_key").alias("at")).collect():
+    ddl_rows = mine.where(F.col("op") == "ddl").select(
+        "table", "ddl", F.hex("order_key").alias("at")
+    )
+    # source order: the hex of two order keys sorts as their bytes do (sorted here: a few rows,
+    # and Spark's sort would sample them in a job of its own first)
+    for r in sorted(ddl_rows.collect(), key=lambda r: r["at"]):
         s = schemas[r["table"]]
         if r["at"] <= s.ddl_through:
             continue  # applied when this hour (or a later one) ran before

@@ -54,7 +54,7 @@ from recon.merge.state import (
     BucketStats,
     EnteredCounts,
     bucket_stats,
-    entered_counts,
+    contribution_counts,
     fold,
     live_rows,
     skip_counts,
@@ -127,6 +127,7 @@ class _HourMerge:
     live: DataFrame = field(init=False)
     bstats: dict[tuple[str, int], BucketStats] = field(default_factory=dict)
     entered: EnteredCounts = field(init=False)
+    old_read: bool = False
     unfit: dict[str, dict[str, int]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     mergeable: DataFrame = field(init=False)
@@ -151,9 +152,9 @@ class _HourMerge:
         old = self.read_old_state()
         ms_tables = [n for n in self.names if not self.schemas[n].primary_key]
         changes = sum(n for t in self.names for n in self.by_table_op.get(t, {}).values())
-        self.skips = skip_counts(old, self.contrib, ms_tables, changes)
+        # nothing to be stale against, or already in, before a table's first state
+        self.skips = skip_counts(old, self.contrib, ms_tables, changes) if self.old_read else {}
         self.write_state(fold(old, self.contrib, ms_tables), ms_tables)
-        self.entered = entered_counts(self.contrib)
         new_man = copy_manifest(self.man)
         tables_out = {n: self.finish_table(n, new_man, publish) for n in self.names}
         checkpoint("merge:published")
@@ -229,9 +230,8 @@ class _HourMerge:
         )
 
     def find_touched_buckets(self) -> None:
-        self.touched = {n: set() for n in self.names}
-        for r in self.contrib.select("table", "bucket").distinct().collect():
-            self.touched[r["table"]].add(int(r["bucket"]))
+        touched, self.entered = contribution_counts(self.contrib)
+        self.touched = {n: touched.get(n, set()) for n in self.names}
         for n in self.names:  # a schema change rewrites the whole published table
             if self.schema_changed[n] and n in self.man["tables"]:
                 self.touched[n] |= {int(b) for b in self.man["tables"][n]["files"]}
@@ -245,6 +245,7 @@ class _HourMerge:
             for b in sorted(self.touched[n])
             if str(b) in self.man["tables"][n]["files"]
         ]
+        self.old_read = bool(old_dirs)
         if not old_dirs:
             return self.spark.createDataFrame([], STATE_DDL)
         old = self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)

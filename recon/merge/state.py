@@ -156,19 +156,24 @@ class EnteredCounts(TypedDict):
     snapshot_rows: dict[str, int]
 
 
-def entered_counts(contrib: DataFrame) -> EnteredCounts:
+def contribution_counts(contrib: DataFrame) -> tuple[dict[str, set[int]], EnteredCounts]:
+    """In one job: the buckets each table's contributions touch, and what entered the merge
+    (events by op, primary-key changes, snapshot rows)."""
+    touched: dict[str, set[int]] = {}
     out: EnteredCounts = {"by_op": {}, "pk_changes": {}, "snapshot_rows": {}}
     main = F.when((F.col("sign") != -1) | (F.col("op") == "delete"), 1).otherwise(0)
     oob = (F.length("order_key") == 0).alias("oob")
-    agg = contrib.groupBy("table", "op", oob).agg(
+    agg = contrib.groupBy("table", "bucket", "op", oob).agg(
         F.count("*").alias("n"), F.sum(main).alias("main")
     )
     for r in agg.collect():
-        t = r["table"]
+        t, n = r["table"], int(r["n"])
+        touched.setdefault(t, set()).add(int(r["bucket"]))
         if r["oob"]:
-            out["snapshot_rows"][t] = out["snapshot_rows"].get(t, 0) + int(r["n"])
+            out["snapshot_rows"][t] = out["snapshot_rows"].get(t, 0) + n
         elif r["op"] == "pk_change":
-            out["pk_changes"][t] = int(r["n"])
+            out["pk_changes"][t] = out["pk_changes"].get(t, 0) + n
         elif r["main"]:
-            out["by_op"].setdefault(t, {})[r["op"]] = int(r["main"])
-    return out
+            by_op = out["by_op"].setdefault(t, {})
+            by_op[r["op"]] = by_op.get(r["op"], 0) + int(r["main"])
+    return touched, out
