@@ -16,15 +16,19 @@ fi
 # apache-airflow-providers-apache-spark pulls pyspark-client, which overwrites ~100 of pyspark's
 # Python files with an incompatible version; pip check stays silent and mapInArrow then dies with
 # a Py4J constructor error. Reinstalling pyspark last restores its own files
-# (tests/test_environment.py runs a real mapInArrow job to keep this fixed).
+# (tests/test_environment.py runs a real mapInArrow job to keep this fixed); only when one
+# changed, since a reinstall rewrites the jars too and the class archive below is for the jars
+# it was built from.
 PYSPARK_VERSION=$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)
-.venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==${PYSPARK_VERSION}"
+if ! .venv/bin/python scripts/pyspark_intact.py; then
+  .venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==${PYSPARK_VERSION}"
+fi
 # Generated protobuf code is a build output, never committed.
 mkdir -p recon/_proto
 .venv/bin/python -m grpc_tools.protoc -Iproto --python_out=recon/_proto proto/*.proto
 touch recon/_proto/__init__.py
 # Spark's classes in a class-data-sharing archive for the driver JVMs (recon/demo/class_archive.py): one
-# small sample run, only when the JDK or pyspark changed
+# small sample run, only when the JDK, pyspark or its jars changed
 PATH="$PWD/.venv/bin:$PATH" PYSPARK_PYTHON="$PWD/.venv/bin/python" \
   PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python" .venv/bin/python -m recon.demo.class_archive
 echo "setup: .venv ready ($(.venv/bin/python --version), pyspark ${PYSPARK_VERSION})"

@@ -6,10 +6,10 @@ query plan brings its own), so this is not only start-up: a small hour took ~20%
 
 `make setup` runs `python -m recon.demo.class_archive`: one small `recon run` of the demo's
 sample dumps whose JVM writes the archive at exit (`-XX:ArchiveClassesAtExit`), again only when
-the JDK, pyspark or the interpreter changed. Sessions and spark-submits add
-`recon.sparkconf.cds_jvm_options()` to the driver's options. A JVM that cannot map the archive
-(another JDK, other jars first on the class path, a driver on another machine where the file is
-absent) runs as it would without it, silently.
+the JDK, pyspark's jars (their sizes and times) or the interpreter changed. Sessions and
+spark-submits add `recon.sparkconf.cds_jvm_options()` to the driver's options. A JVM that
+cannot map the archive (another JDK, jars rewritten since, other jars first on the class path,
+a driver on another machine where the file is absent) runs as it would without it, silently.
 """
 
 from __future__ import annotations
@@ -33,11 +33,15 @@ def _java() -> str:
 
 
 def archive_key() -> str:
-    """What the archive depends on: the JDK, pyspark (its jars), this interpreter."""
+    """What the archive depends on: the JDK, pyspark's jars (the JVM refuses an archive when
+    a jar's size or time differs: a reinstall of pyspark invalidates it), this interpreter."""
     import pyspark
 
     java = subprocess.run([_java(), "-version"], capture_output=True, text=True, check=False)
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    jars = sorted(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns)
+        for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")
+    )
     return json.dumps(
         {"java": java.stderr.strip(), "pyspark": pyspark.__version__, "jars": jars},
         sort_keys=True,

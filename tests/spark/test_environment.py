@@ -132,3 +132,12 @@ def test_driver_jvms_map_the_class_archive_setup_built(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0 and "rows 3" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_setup_sees_pyspark_intact_so_it_keeps_the_jars_the_archive_is_for() -> None:
+    """Setup reinstalls pyspark only when a file of it changed (`scripts/pyspark_intact.py`):
+    an unconditional reinstall rewrote the jars at every `make setup`, and the JVM then refused
+    the class archive (built for the jars as they were) without a word."""
+    script = ROOT / "scripts" / "pyspark_intact.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
