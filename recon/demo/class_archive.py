@@ -86,10 +86,12 @@ def build(archive: Path = ARCHIVE) -> bool:
 
 
 def _sample_pipeline(work: Path) -> tuple[Path, str, str]:
-    """Two hours of the demo's DataWorks sample (inserts, updates, deletes, a garbage record)
-    and a pipeline over them, under `work`."""
+    """Two hours of the demo's DataWorks sample (inserts, updates, deletes) and the demo's
+    DataWorks pipeline over them (its tables, no snapshot), under `work`."""
+    import yaml
+
     from recon.demo import sample
-    from recon.demo.demo import DEMO_START, write_dump
+    from recon.demo.demo import DEMO_START, PIPELINES, write_dump
     from recon.formats import FORMAT_SPECS
     from recon.hours import format_hour
 
@@ -97,16 +99,18 @@ def _sample_pipeline(work: Path) -> tuple[Path, str, str]:
     fmt = "dataworks_json"
     recs = sample.to_records(sample.ENCODERS[fmt](sample.workload(DEMO_START, 2)), "cds")
     write_dump(work / "raw", "cds", recs, FORMAT_SPECS[fmt].dump_kind, hours)
-    ddl = (
-        "CREATE TABLE orders (id INT PRIMARY KEY, customer VARCHAR(32), amount DECIMAL(10,2), "
-        "status VARCHAR(16), updated_at DATETIME, note VARBINARY(16))"
-    )
+    demo = yaml.safe_load((PIPELINES / f"demo_{fmt}.yaml").read_text())
+    cfg = {
+        "name": "cds",
+        "format": fmt,
+        "raw_path": "raw",
+        "topics": ["cds"],
+        "warehouse": "warehouse",
+        "start": f"{format_hour(DEMO_START)}:00:00Z",
+        "tables": demo["tables"],
+    }
     pipeline = work / "cds.yaml"
-    pipeline.write_text(
-        f"name: cds\nformat: {fmt}\nraw_path: raw\ntopics: [cds]\nwarehouse: warehouse\n"
-        f"start: {format_hour(DEMO_START)}:00:00Z\n"
-        f'tables:\n  shop.orders:\n    ddl: "{ddl}"\n'
-    )
+    pipeline.write_text(yaml.safe_dump(cfg))
     return pipeline, format_hour(hours[0]), format_hour(hours[1])
 
 
