@@ -73,6 +73,7 @@ def pipelines_dir() -> Path:
 
 
 STAGE_JOB = PROJECT_ROOT / "jobs" / "stage.py"
+APP_JOB = PROJECT_ROOT / "jobs" / "app.py"
 DEMO_DATA = PROJECT_ROOT / "demo-data"
 
 

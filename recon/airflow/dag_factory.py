@@ -1,10 +1,11 @@
 """One Airflow DAG per pipeline YAML: `recon_<name>`, built from the validated config.
 
 Per hour a run waits for the dump to be complete (every topic's `_SUCCESS`, in reschedule mode
-with a timeout), then runs decode, merge + publish and the audit as spark-submit jobs
-(`jobs/stage.py`) against the `spark_default` connection (local[*] with this venv's interpreter
-unless the connection says otherwise), then announces each published table as an Asset event
-carrying the audit's verdict and counts.
+with a timeout), then runs decode, merge + publish and the audit (`jobs/stage.py`) against the
+`spark_default` connection (local[*] with this venv's interpreter unless the connection says
+otherwise): in one Spark application the run's setup task starts and its teardown stops
+(`recon.airflow.spark_app`), or a spark-submit each when a task cannot reach it. Then it
+announces each published table as an Asset event carrying the audit's verdict and counts.
 
 Hours: a scheduled or backfilled run processes its data interval (a real one-hour interval: the
 timetable is CronDataIntervalTimetable on purpose; Airflow 3's cron presets give none). A manual
@@ -24,16 +25,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypedDict
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.sensors.python import PythonSensor
 from airflow.sdk import DAG, Asset, Param, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from recon.airflow.lineage import StageOperator, stage_datasets
+from recon.airflow.spark_app import APP_TASK, SparkAppStart, SparkAppStop
 from recon.config import PipelineConfig, load_config, load_folder
 from recon.errors import ConfigError
 from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
-from recon.layout import STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
+from recon.layout import APP_JOB, STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
 from recon.sparkconf import SMALL_RUN_JVM_OPTIONS, submit_conf
 
 HOUR_PATTERN = HOUR_INPUT_PATTERN
@@ -198,10 +199,9 @@ def _xcom(key: str) -> str:
     return "{{ ti.xcom_pull(task_ids='hours')['" + key + "'] }}"
 
 
-def _stage_operators(
-    cfg: PipelineConfig, spark_conf: dict[str, str]
-) -> tuple[SparkSubmitOperator, SparkSubmitOperator, SparkSubmitOperator]:
-    """decode, merge_publish and audit: `jobs/stage.py` under spark-submit."""
+def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[Any, ...]:
+    """The run's Spark application (setup), decode, merge_publish, audit (`jobs/stage.py`, in
+    that application or under spark-submit) and the application's teardown."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     args = ["--pipeline", str(cfg.source_file), "--from", _xcom("from"), "--to", _xcom("to")]
     args += ["--run-id", "{{ run_id | replace(':', '_') | replace('+', '_') }}"]
@@ -240,7 +240,14 @@ def _stage_operators(
         retries=0,  # a failing verdict is an answer, not a transient error
         **common,
     )
-    return decode, merge, audit
+    app = SparkAppStart(
+        task_id=APP_TASK,
+        **{**common, "application": str(APP_JOB)},
+        retries=0,  # it does not fail: a failed start is a spark-submit per stage
+        trigger_rule="none_failed",  # an audit_only run's audit runs in it too
+    )
+    stop = SparkAppStop(task_id="spark_app_stop", retries=0)  # it never fails
+    return app, decode, merge, audit, stop
 
 
 def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> DAG:
@@ -294,9 +301,10 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
             timeout=6 * 3600,
             retries=0,
         )
-        decode, merge, audit = _stage_operators(cfg, spark_conf or {})
-        needs_stages(rng) >> wait >> decode >> merge >> audit
-        rng >> audit
+        app, decode, merge, audit, stop = _stage_operators(cfg, spark_conf or {})
+        needs_stages(rng) >> wait >> app >> decode >> merge >> audit
+        wait >> decode  # skipped with the wait (audit_only), while the audit needs the app
+        rng >> audit >> stop.as_teardown(setups=app)
         announced = announce(rng)
         audit >> announced
         if cfg.retention_hours:

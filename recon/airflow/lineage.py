@@ -49,21 +49,71 @@ class StageOperator(SparkSubmitOperator):
         self.lineage_inputs, self.lineage_outputs = lineage
 
     def execute(self, context: Any) -> Any:
-        """spark-submit as usual, its output folded into a log group; then the stage's
-        structured summary (`jobs/stage.py --summary-file`), which the task log shows right
-        after the folded group and which is the task's XCom."""
+        """The stage in the run's Spark application when this task can reach it (see
+        `recon.airflow.spark_app`), else spark-submit as usual; its output folded into a log
+        group; then the stage's structured summary (`jobs/stage.py --summary-file`), which the
+        task log shows right after the folded group and which is the task's XCom."""
+        from recon.airflow.spark_app import app_info
+
         fd, path = tempfile.mkstemp(prefix="recon-summary-", suffix=".json")
         os.close(fd)
         self.application_args = [*(self.application_args or []), "--summary-file", path]
-        self.log.info("::group::spark-submit %s (Spark's own output)", self.task_id)
+        app = app_info(context)
         try:
-            super().execute(context)
+            if app is None or not self._in_app(app):
+                self.log.info("::group::spark-submit %s (Spark's own output)", self.task_id)
+                try:
+                    super().execute(context)
+                finally:
+                    self.log.info("::endgroup::")
         finally:
-            self.log.info("::endgroup::")
             summary = _read_summary(path)
             if summary is not None:
                 self.log.info("recon-summary %s", json.dumps(summary, sort_keys=True))
         return summary
+
+    _app: dict[str, Any] | None = None
+
+    def _in_app(self, app: dict[str, Any]) -> bool:
+        """The stage in the run's application; False when it cannot be reached."""
+        from airflow.exceptions import AirflowException
+
+        from recon.appsocket import AppGone, request
+
+        self._app = app
+        self.log.info(
+            "::group::%s in the run's Spark application (its output, log %s)",
+            self.task_id, app["log"],
+        )  # fmt: skip
+        try:
+            rc = request(
+                str(app["socket"]),
+                {"argv": [str(a) for a in self.application_args or []]},
+                str(app["log"]),
+                lambda line: self.log.info("%s", line),
+            )
+        except AppGone as err:
+            raise AirflowException(f"{err}; a retry runs the stage under spark-submit") from None
+        finally:
+            self.log.info("::endgroup::")
+        if rc is None:
+            self.log.info("the run's Spark application is gone: spark-submit instead")
+            self._app = None
+            return False
+        if rc != 0:
+            raise AirflowException(f"{self.task_id} exited {rc} in the run's Spark application")
+        return True
+
+    def on_kill(self) -> None:
+        """A killed stage (timeout, marked failed) stops the application it runs in: the rest
+        of the run, its retry included, runs spark-submit."""
+        app = getattr(self, "_app", None)
+        if app is None:
+            super().on_kill()
+            return
+        from recon.airflow.spark_app import stop_app
+
+        stop_app(app, timeout_s=0)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow.providers.openlineage.extractors import OperatorLineage

@@ -48,7 +48,11 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     # issue 13 item 7: each stage task logs its structured summary after spark-submit's folded
     # output, with the library's progress line inside it
     log = (tmp_path / f"dag-{_h(H1)}.log").read_text()
-    assert "::group::spark-submit merge_publish" in log
+    # the stages ran in the run's one Spark application (its setup task started it, its
+    # teardown stopped it), not a spark-submit each
+    assert "::group::merge_publish in the run's Spark application" in log
+    assert "::group::spark-submit" not in log
+    assert "the run's Spark application stopped" in log
     assert f"recon.ops.run: merge: hour 1 of 1 ({_h(H1)}) done" in log
     summaries = [json.loads(m) for m in re.findall(r"recon-summary (\{.*?\})(?:\s|$)", log)]
     merge = next(x for x in summaries if x["stage"] == "merge")
@@ -118,10 +122,15 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     recs.append(RawRecord("af", 0, len(recs), None, b"\x00garbage", recs[-1].ts_ms))
     write_dump(tmp_path / "raw", "af", recs, "jsonl", [H0])
     write_canal_pipeline(tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh", START)
-    env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    # without the run's Spark application: each stage its own spark-submit, as before
+    env = dict(
+        airflow_env(tmp_path / "airflow", tmp_path / "pipelines"),
+        RECON_SPARK_APP_PER_RUN="false",
+    )
     migrate(env)
     log = tmp_path / "dag.log"
     assert dags_test(env, "recon_af", _h(H0), log=log) == "failed", log.read_text()[-3000:]
+    assert "::group::spark-submit audit" in log.read_text()
     report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
     assert report["verdict"] == "fail"  # the garbage record is quarantined
     import sqlite3
@@ -129,4 +138,5 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
     states = dict(db.execute("SELECT task_id, state FROM task_instance").fetchall())
     assert states["audit"] == "failed" and states["announce"] == "upstream_failed"
+    assert states["spark_app_stop"] == "success"  # the teardown ran, whatever the verdict
     assert db.execute("SELECT count(*) FROM asset_event").fetchone()[0] == 0

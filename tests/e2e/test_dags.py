@@ -42,6 +42,10 @@ for dag_id, d in bag.dags.items():
         "params": sorted(d.params.keys()),
         "outlets": {t.task_id: [a.name for a in t.outlets] for t in d.tasks},
         "spark_conf": getattr(d.get_task("decode"), "conf", None),
+        "same_conf": len({json.dumps(getattr(d.get_task(t), "conf", None), sort_keys=True)
+                          for t in ("spark_app", "decode", "merge_publish", "audit")}) == 1,
+        "setup_teardown": {t.task_id: "setup" if t.is_setup else "teardown"
+                           for t in d.tasks if t.is_setup or t.is_teardown},
         "tables_param": d.params.get_param("tables").schema,
     }
 print("PROBE" + json.dumps(out))
@@ -78,12 +82,16 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["tasks"] == {
         "hours": ["announce", "audit", "needs_stages", "wait_for_dump"],
         "needs_stages": ["wait_for_dump"],
-        "wait_for_dump": ["decode"],
+        "wait_for_dump": ["decode", "spark_app"],
+        # the run's Spark application (setup) and its teardown, around the three stages
+        "spark_app": ["decode", "spark_app_stop"],
         "decode": ["merge_publish"],
         "merge_publish": ["audit"],
-        "audit": ["announce"],
+        "audit": ["announce", "spark_app_stop"],
         "announce": [],
+        "spark_app_stop": [],
     }
+    assert d["setup_teardown"] == {"spark_app": "setup", "spark_app_stop": "teardown"}
     assert d["timetable"] == "CronDataIntervalTimetable" and d["summary"] == "0 * * * *"
     assert d["catchup"] is True and d["max_active_runs"] == 1
     assert d["start"].startswith("2026-11-20T00:00:00")
@@ -96,7 +104,8 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["trigger_rules"]["announce"] == "none_failed"
     assert d["depends_on_past"]["merge_publish"] is True
     assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
-    assert {d["conn"][t] for t in ("decode", "merge_publish", "audit")} == {"spark_default"}
+    stages = ("spark_app", "decode", "merge_publish", "audit")
+    assert {d["conn"][t] for t in stages} == {"spark_default"}
     assert d["params"] == ["audit_only", "hour", "hour_to", "rebuild_from_snapshot", "tables"]
     assert d["outlets"]["announce"] == ["recon.demo_canal_pb.shop.orders"]
     assert d["tables_param"]["items"] == {"type": "string", "enum": ["shop.orders"]}
@@ -119,6 +128,7 @@ def test_extra_spark_conf_reaches_every_stage_and_a_bad_one_is_one_line(tmp_path
     got = _bag(tmp_path, ROOT / "pipelines", RECON_SPARK_CONF=conf)
     d = got["dags"]["recon_demo_canal_pb"]
     assert d["spark_conf"]["spark.archives"] == "hdfs:///envs/recon.tar.gz#env"
+    assert d["same_conf"]  # the run's Spark application starts with the stages' settings
     # the machine-sized defaults ride along, and the variable overrides them
     assert d["spark_conf"]["spark.sql.files.maxPartitionBytes"] == "64m"
     memory = '{"spark.driver.memory": "3g"}'

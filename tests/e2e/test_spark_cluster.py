@@ -109,12 +109,14 @@ def test_the_dag_runs_on_a_standalone_cluster_by_changing_the_connection(
     assert state == "success", log.read_text()[-3000:]
     with urllib.request.urlopen(state_url, timeout=5) as r:
         apps = json.load(r)["completedapps"]
-    # decode, merge_publish and audit each ran as an application of the cluster
+    # decode, merge_publish and audit ran in the run's one application of the cluster (its
+    # driver on this machine, client mode: the setup task started it with the connection)
     names = [a["name"] for a in sorted(apps, key=lambda a: a["starttime"])]
-    assert names == ["recon-decode-sc", "recon-merge-sc", "recon-audit-sc"], apps
-    # each application's executor unpacked the environment and ran its Python from it
+    assert names == ["recon-sc"], apps
+    assert "::group::decode in the run's Spark application" in log.read_text()
+    # the application's executor unpacked the environment and ran its Python from it
     unpacked = sorted((tmp_path / "spark-work").glob("app-*/*/env/bin/python"))
-    assert len(unpacked) == 3, sorted(p.name for p in (tmp_path / "spark-work").glob("app-*"))
+    assert len(unpacked) == 1, sorted(p.name for p in (tmp_path / "spark-work").glob("app-*"))
     # (and imported `recon` from the archive's site-packages: the packed venv has no link to
     # this checkout, so without it the decode's Python UDFs could not have run)
     run_cfg = write_canal_pipeline(

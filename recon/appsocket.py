@@ -1,0 +1,145 @@
+"""The wire between a DAG run's Spark application (`recon.ops.app_server`) and the tasks that
+use it: one JSON line each way over a Unix socket, the application's log followed meanwhile.
+Standard library only: the Airflow tasks import it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+IDLE_S = 600.0
+"""An application with no request for this long exits (its teardown never came: a scheduler
+killed, a run marked failed by hand)."""
+
+
+class AppGone(Exception):
+    """The application ended while it ran a request."""
+
+
+def read_line(conn: socket.socket) -> dict[str, Any]:
+    buf = b""
+    while b"\n" not in buf:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    try:
+        doc = json.loads(buf.decode("utf-8") or "{}")
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def send(conn: socket.socket, doc: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):  # the task was killed meanwhile
+        conn.sendall(json.dumps(doc).encode("utf-8") + b"\n")
+
+
+def reachable(sock_path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(sock_path)
+        except OSError:
+            return False
+    return True
+
+
+def request(
+    sock_path: str,
+    payload: dict[str, Any],
+    log_path: str | None = None,
+    on_line: Callable[[str], None] | None = None,
+    poll_s: float = 0.5,
+    timeout_s: float | None = None,
+) -> int | None:
+    """Send one request; the exit code. None: the application cannot be reached (the caller
+    runs spark-submit instead). `on_line` gets each line the application logs meanwhile.
+    Raises AppGone when it ended before answering, TimeoutError after `timeout_s`."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(sock_path)
+    except OSError:
+        s.close()
+        return None
+    tail = _Tail(log_path, on_line)
+    with s:
+        s.sendall(json.dumps(payload).encode("utf-8") + b"\n")
+        s.settimeout(poll_s)
+        buf = b""
+        while b"\n" not in buf:
+            tail.follow()
+            try:
+                chunk = s.recv(65536)
+            except TimeoutError:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise
+                continue
+            if not chunk:
+                break
+            buf += chunk
+    tail.follow(final=True)
+    try:
+        return int(json.loads(buf.decode("utf-8"))["rc"])
+    except (ValueError, KeyError, TypeError):
+        raise AppGone("the run's Spark application ended before the stage did") from None
+
+
+class _Tail:
+    """The log's lines from where it ended when the request was sent."""
+
+    def __init__(self, path: str | None, on_line: Callable[[str], None] | None) -> None:
+        self.path, self.on_line = path, on_line
+        self.offset = _size(path)
+        self.partial = b""
+
+    def follow(self, final: bool = False) -> None:
+        if self.path is None or self.on_line is None:
+            return
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        if final and self.partial:
+            lines.append(self.partial)
+            self.partial = b""
+        for line in lines:
+            self.on_line(line.decode("utf-8", "replace"))
+
+
+def _size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
+
+def wait_ready(sock_path: str, alive: Callable[[], bool], timeout_s: float) -> bool:
+    """Until the application listens (True), ends or times out (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if os.path.exists(sock_path) and reachable(sock_path):
+            return True
+        if not alive():
+            return False
+        time.sleep(0.2)
+    return False
+
+
+def is_app_process(pid: int, sock_path: str) -> bool:
+    """`pid` is still the application serving `sock_path` (not a recycled process id)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return sock_path.encode() in cmdline
