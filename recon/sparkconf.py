@@ -55,8 +55,9 @@ REQUIRED_SQL: dict[str, str] = {
 }
 
 
-SMALL_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-"""A small run's JVM compiles with the quick JIT compiler only (`recon.ops.sizing`)."""
+SMALL_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""A small run's JVM compiles with the quick JIT compiler only and collects garbage in one
+thread, without G1's concurrent threads (`recon.ops.sizing`)."""
 JVM_OPTIONS = "-Duser.timezone=UTC"
 
 CDS_ARCHIVE = Path(sys.prefix) / "share" / "recon" / "spark-classes.jsa"

@@ -6,8 +6,9 @@ optimising JIT compiler (C2) and Spark's per-query code generation burn CPU on c
 over a few thousand rows. Measured on 2 cores, a 2k-message DataWorks hour in one `recon run`
 (interleaved runs): 25.3 s and 44.5 CPU-seconds as before; 19.7 s and 25.5 CPU-seconds without
 whole-stage code generation (`recon.spark.session.sized_for`, decided per stage) and with the
-JVM's quick compiler only (`SMALL_RUN_JVM_OPTIONS`, decided per JVM, here). A 500k-message
-hour ran ~2 s slower with the quick compiler only, so a run is small only well below that.
+JVM's quick compiler only (`SMALL_RUN_JVM_OPTIONS`, decided per JVM, here; with the serial
+garbage collector too since session 16). A 500k-message hour ran ~2 s slower with the quick
+compiler only, so a run is small only well below that.
 """
 
 from __future__ import annotations
