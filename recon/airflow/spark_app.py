@@ -22,11 +22,13 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
 
-from recon.appsocket import is_app_process, request, wait_ready
+from recon.appsocket import IDLE_S, is_app_process, request, wait_ready
 
 APP_TASK = "spark_app"
 SWITCH = "RECON_SPARK_APP_PER_RUN"
 """`false` on the workers: no application per run, a spark-submit per stage (as before)."""
+IDLE_VAR = "RECON_SPARK_APP_IDLE_S"
+"""Seconds without a request after which the application exits (default `IDLE_S`)."""
 READY_S = 300.0
 
 
@@ -71,6 +73,7 @@ class SparkAppStart(SparkSubmitOperator):
         sock, log = os.path.join(folder, "socket"), os.path.join(folder, "spark.log")
         # before the hook, which copies them
         self.application_args = ["--socket", sock, "--app-name", self.name or "recon-app"]
+        self.application_args += ["--idle-seconds", str(self._idle_seconds())]
         hook = self._get_hook()
         if hook._connection.get("deploy_mode") == "cluster":
             self.log.info("cluster deploy mode: each stage runs its own spark-submit")
@@ -98,6 +101,14 @@ class SparkAppStart(SparkSubmitOperator):
                          "spark-submit. Its output:\n%s", tail)  # fmt: skip
         shutil.rmtree(folder, ignore_errors=True)
         return None
+
+    def _idle_seconds(self) -> float:
+        text = os.environ.get(IDLE_VAR)
+        try:
+            return float(text) if text else IDLE_S
+        except ValueError:
+            self.log.warning("%s=%r is not a number of seconds; using %s", IDLE_VAR, text, IDLE_S)
+            return IDLE_S
 
 
 class SparkAppStop(BaseOperator):

@@ -140,3 +140,40 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     assert states["audit"] == "failed" and states["announce"] == "upstream_failed"
     assert states["spark_app_stop"] == "success"  # the teardown ran, whatever the verdict
     assert db.execute("SELECT count(*) FROM asset_event").fetchone()[0] == 0
+
+
+def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
+    tmp_path: Path,
+) -> None:
+    """The run's Spark application exits when idle (here at once, `RECON_SPARK_APP_IDLE_S`):
+    the setup finds it gone before it answered, or the stages find it gone after; either way
+    each stage says so and runs its own spark-submit, the run succeeds, the teardown too, and
+    nothing of the application is left behind. (`tests/spark/test_app_server.py` has the
+    application killed during a stage.)"""
+    write_canal_dump(tmp_path / "raw", "af", START, 1, seed=5)
+    cfg = write_canal_pipeline(
+        tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh", START
+    )
+    env = dict(
+        airflow_env(tmp_path / "airflow", tmp_path / "pipelines"), RECON_SPARK_APP_IDLE_S="0.01"
+    )
+    migrate(env)
+    log = tmp_path / "dag.log"
+    assert dags_test(env, "recon_af", _h(H0), log=log) == "success", log.read_text()[-3000:]
+    text = log.read_text()
+    assert "recon app: serving the run's stages" in text or "recon app: no request" in text
+    gone = text.count("the run's Spark application is gone: spark-submit instead")
+    not_started = "the run's Spark application did not start" in text
+    assert (gone, not_started) in ((3, False), (0, True)), (gone, not_started)
+    for stage in ("decode", "merge_publish", "audit"):
+        assert f"::group::spark-submit {stage}" in text
+    report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
+    assert report["verdict"] == "pass" and report["identity"]["balanced"]
+    assert len(list(export_rows(load_config(cfg), "shop.orders"))) >= 3
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
+    states = dict(db.execute("SELECT task_id, state FROM task_instance").fetchall())
+    assert states["spark_app"] == states["spark_app_stop"] == "success"
+    folders = set(re.findall(r"(/\S+/recon-app-\w+)/", text))
+    assert folders and not any(Path(p).exists() for p in folders), folders
