@@ -18,6 +18,10 @@ IDLE_S = 600.0
 killed, a run marked failed by hand)."""
 
 
+END_MARK = "recon app: stage done"
+"""The driver's last line for a stage (after its output, before its answer)."""
+
+
 class AppGone(Exception):
     """The application ended while it ran a request."""
 
@@ -84,11 +88,20 @@ def request(
             if not chunk:
                 break
             buf += chunk
-    tail.follow(final=True)
     try:
-        return int(json.loads(buf.decode("utf-8"))["rc"])
+        rc = int(json.loads(buf.decode("utf-8"))["rc"])
     except (ValueError, KeyError, TypeError):
+        tail.follow(final=True)
         raise AppGone("the run's Spark application ended before the stage did") from None
+    # the driver's output reaches the log through Spark's JVM, which may still be copying it
+    # when the answer arrives: follow the log to the driver's closing line (a few seconds at
+    # most)
+    end = time.monotonic() + 5
+    while not tail.closed() and time.monotonic() < end:
+        time.sleep(0.05)
+        tail.follow()
+    tail.follow(final=True)
+    return rc
 
 
 class _Tail:
@@ -98,6 +111,11 @@ class _Tail:
         self.path, self.on_line = path, on_line
         self.offset = _size(path)
         self.partial = b""
+        self.marked = False
+
+    def closed(self) -> bool:
+        """The driver's closing line for the stage came (or there is nothing to follow)."""
+        return self.path is None or self.on_line is None or self.marked
 
     def follow(self, final: bool = False) -> None:
         if self.path is None or self.on_line is None:
@@ -113,8 +131,10 @@ class _Tail:
         if final and self.partial:
             lines.append(self.partial)
             self.partial = b""
-        for line in lines:
-            self.on_line(line.decode("utf-8", "replace"))
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            self.marked = self.marked or line.startswith(END_MARK)
+            self.on_line(line)
 
 
 def _size(path: str | None) -> int:

@@ -25,7 +25,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from recon.appsocket import IDLE_S, read_line, send
+from recon.appsocket import END_MARK, IDLE_S, read_line, send
 from recon.layout import STAGE_JOB
 from recon.spark.session import get_spark
 
@@ -85,6 +85,6 @@ def _run(stage_main: Callable[[list[str]], int], argv: list[str]) -> int:
     except Exception:  # what spark-submit would print before exiting 1
         traceback.print_exc()
         rc = 1
-    sys.stdout.flush()
     sys.stderr.flush()
+    print(f"{END_MARK}, exit code {int(rc or 0)}", flush=True)
     return int(rc or 0)

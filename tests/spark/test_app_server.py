@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recon.appsocket import AppGone, reachable, request, wait_ready
+from recon.appsocket import END_MARK, AppGone, reachable, request, wait_ready
 from recon.layout import APP_JOB
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
@@ -55,6 +55,9 @@ def test_stages_run_in_the_application_and_report_like_spark_submit(tmp_path: Pa
         assert rc == 0, "\n".join(lines[-40:])
         assert any("merge: hour 1 of 1 (2026-01-01T00) done" in x for x in lines), lines
         assert '"stage": "merge"' in summary.read_text()
+        # everything the driver printed for the stage, to its closing line (which Spark's JVM
+        # may still be copying to the log when the answer comes)
+        assert f"{END_MARK}, exit code 0" in lines, lines[-5:]
         assert len(list(export_rows(cfg, "s.a"))) == len(HOUR0)
         # a user error: exit 2 and its one line, and the application serves on
         lines.clear()
@@ -63,6 +66,7 @@ def test_stages_run_in_the_application_and_report_like_spark_submit(tmp_path: Pa
         errors = [x for x in lines if x.startswith("jobs/stage.py:")]
         assert len(errors) == 1 and "missing.yaml" in errors[0], lines
         assert not any("Traceback" in x for x in lines), lines
+        assert f"{END_MARK}, exit code 2" in lines, lines[-5:]
         assert request(sock, {"stop": True}) == 0
         assert proc.wait(timeout=120) == 0
         assert not reachable(sock)
