@@ -101,6 +101,12 @@ class StageOperator(SparkSubmitOperator):
             self._app = None
             return False
         if rc != 0:
+            # whatever failed may have left the application broken (a stopped Spark context, a
+            # driver out of memory): the retry and the rest of the run get a fresh spark-submit
+            from recon.airflow.spark_app import stop_app
+
+            stop_app(app)
+            self.log.info("stopped the run's Spark application after the failed stage")
             raise AirflowException(f"{self.task_id} exited {rc} in the run's Spark application")
         return True
 

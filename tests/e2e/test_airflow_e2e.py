@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from recon.cli import main
 from recon.config import load_config
 from recon.core.model import RawRecord
@@ -122,15 +124,16 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     recs.append(RawRecord("af", 0, len(recs), None, b"\x00garbage", recs[-1].ts_ms))
     write_dump(tmp_path / "raw", "af", recs, "jsonl", [H0])
     write_canal_pipeline(tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh", START)
-    # without the run's Spark application: each stage its own spark-submit, as before
-    env = dict(
-        airflow_env(tmp_path / "airflow", tmp_path / "pipelines"),
-        RECON_SPARK_APP_PER_RUN="false",
-    )
+    env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
     migrate(env)
     log = tmp_path / "dag.log"
     assert dags_test(env, "recon_af", _h(H0), log=log) == "failed", log.read_text()[-3000:]
-    assert "::group::spark-submit audit" in log.read_text()
+    # the audit ran in the run's Spark application and failed there; a failed stage stops the
+    # application, so a retry (or a clear) starts from a fresh process
+    text = log.read_text()
+    assert "::group::audit in the run's Spark application" in text
+    assert "audit exited 1 in the run's Spark application" in text
+    assert "stopped the run's Spark application after the failed stage" in text
     report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
     assert report["verdict"] == "fail"  # the garbage record is quarantined
     import sqlite3
@@ -142,29 +145,37 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     assert db.execute("SELECT count(*) FROM asset_event").fetchone()[0] == 0
 
 
+@pytest.mark.parametrize(
+    "setting", [{"RECON_SPARK_APP_IDLE_S": "0.01"}, {"RECON_SPARK_APP_PER_RUN": "false"}]
+)
 def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
-    tmp_path: Path,
+    tmp_path: Path, setting: dict[str, str]
 ) -> None:
     """The run's Spark application exits when idle (here at once, `RECON_SPARK_APP_IDLE_S`):
     the setup finds it gone before it answered, or the stages find it gone after; either way
     each stage says so and runs its own spark-submit, the run succeeds, the teardown too, and
-    nothing of the application is left behind. (`tests/spark/test_app_server.py` has the
-    application killed during a stage.)"""
+    nothing of the application is left behind. Switched off (`RECON_SPARK_APP_PER_RUN`), no
+    application starts and each stage runs spark-submit. (`tests/spark/test_app_server.py` has
+    the application killed during a stage.)"""
     write_canal_dump(tmp_path / "raw", "af", START, 1, seed=5)
     cfg = write_canal_pipeline(
         tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh", START
     )
-    env = dict(
-        airflow_env(tmp_path / "airflow", tmp_path / "pipelines"), RECON_SPARK_APP_IDLE_S="0.01"
-    )
+    env = dict(airflow_env(tmp_path / "airflow", tmp_path / "pipelines"), **setting)
     migrate(env)
     log = tmp_path / "dag.log"
     assert dags_test(env, "recon_af", _h(H0), log=log) == "success", log.read_text()[-3000:]
     text = log.read_text()
-    assert "recon app: serving the run's stages" in text or "recon app: no request" in text
-    gone = text.count("the run's Spark application is gone: spark-submit instead")
-    not_started = "the run's Spark application did not start" in text
-    assert (gone, not_started) in ((3, False), (0, True)), (gone, not_started)
+    if "RECON_SPARK_APP_PER_RUN" in setting:
+        assert "RECON_SPARK_APP_PER_RUN is off: each stage runs its own spark-submit" in text
+        assert "recon app:" not in text
+    else:
+        assert "recon app: serving the run's stages" in text or "recon app: no request" in text
+        gone = text.count("the run's Spark application is gone: spark-submit instead")
+        not_started = "the run's Spark application did not start" in text
+        assert (gone, not_started) in ((3, False), (0, True)), (gone, not_started)
+        folders = set(re.findall(r"(/\S+/recon-app-\w+)/", text))
+        assert folders and not any(Path(p).exists() for p in folders), folders
     for stage in ("decode", "merge_publish", "audit"):
         assert f"::group::spark-submit {stage}" in text
     report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
@@ -175,5 +186,3 @@ def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
     db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
     states = dict(db.execute("SELECT task_id, state FROM task_instance").fetchall())
     assert states["spark_app"] == states["spark_app_stop"] == "success"
-    folders = set(re.findall(r"(/\S+/recon-app-\w+)/", text))
-    assert folders and not any(Path(p).exists() for p in folders), folders
