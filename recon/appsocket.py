@@ -26,13 +26,24 @@ class AppGone(Exception):
     """The application ended while it ran a request."""
 
 
-def read_line(conn: socket.socket) -> dict[str, Any]:
+READ_S = 10.0
+"""A request's line must arrive within this long (a client that connects and hangs is dropped,
+not waited for: the application serves one request at a time)."""
+
+
+def read_line(conn: socket.socket, timeout_s: float = READ_S) -> dict[str, Any]:
+    """One request, or {} for nothing readable in `timeout_s` (a probe, a hung client)."""
+    conn.settimeout(timeout_s)
     buf = b""
     while b"\n" not in buf:
-        chunk = conn.recv(65536)
+        try:
+            chunk = conn.recv(65536)
+        except (TimeoutError, OSError):
+            return {}
         if not chunk:
             break
         buf += chunk
+    conn.settimeout(None)  # the answer waits for the stage, however long it takes
     try:
         doc = json.loads(buf.decode("utf-8") or "{}")
     except ValueError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -49,15 +50,20 @@ def test_stages_run_in_the_application_and_report_like_spark_submit(tmp_path: Pa
     write_hour(cfg, H0, HOUR0)
     proc, sock, log = _start_app(tmp_path)
     try:
+        # a client that connects and hangs is dropped after READ_S, not waited for
+        hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        hung.connect(sock)
         lines: list[str] = []
         summary = tmp_path / "summary.json"
-        rc = request(sock, {"argv": _merge_args(cfg, "2026-01-01T00", summary)}, log, lines.append)
+        args = _merge_args(cfg, "2026-01-01T00", summary)
+        rc = request(sock, {"argv": args}, log, lines.append, timeout_s=120)  # not stuck
         assert rc == 0, "\n".join(lines[-40:])
         assert any("merge: hour 1 of 1 (2026-01-01T00) done" in x for x in lines), lines
         assert '"stage": "merge"' in summary.read_text()
         # everything the driver printed for the stage, to its closing line (which Spark's JVM
         # may still be copying to the log when the answer comes)
         assert f"{END_MARK}, exit code 0" in lines, lines[-5:]
+        hung.close()
         assert len(list(export_rows(cfg, "s.a"))) == len(HOUR0)
         # a user error: exit 2 and its one line, and the application serves on
         lines.clear()
