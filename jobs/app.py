@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stage import main as stage_main  # jobs/stage.py, beside this file
+
 from recon.appsocket import IDLE_S
 from recon.ops.app_server import serve
 
@@ -20,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-seconds", type=float, default=IDLE_S)
     p.add_argument("--app-name", default="recon-app", help="the Spark application's name")
     args = p.parse_args(argv)
-    return serve(args.socket, args.idle_seconds, args.app_name)
+    return serve(stage_main, args.socket, args.idle_seconds, args.app_name)
 
 
 if __name__ == "__main__":

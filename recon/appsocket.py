@@ -51,9 +51,13 @@ def read_line(conn: socket.socket, timeout_s: float = READ_S) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def _line(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc).encode("utf-8") + b"\n"
+
+
 def send(conn: socket.socket, doc: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):  # the task was killed meanwhile
-        conn.sendall(json.dumps(doc).encode("utf-8") + b"\n")
+        conn.sendall(_line(doc))
 
 
 def reachable(sock_path: str) -> bool:
@@ -85,7 +89,7 @@ def request(
         return None
     tail = _Tail(log_path, on_line)
     with s:
-        s.sendall(json.dumps(payload).encode("utf-8") + b"\n")
+        s.sendall(_line(payload))
         s.settimeout(poll_s)
         buf = b""
         while b"\n" not in buf:

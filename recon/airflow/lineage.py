@@ -18,8 +18,11 @@ import os
 import tempfile
 from typing import Any
 
+from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from recon.airflow.spark_app import app_info, stop_app
+from recon.appsocket import AppGone, request
 from recon.config import PipelineConfig, catalog_identifier
 
 Dataset = tuple[str, str]  # (namespace, name)
@@ -53,8 +56,6 @@ class StageOperator(SparkSubmitOperator):
         `recon.airflow.spark_app`), else spark-submit as usual; its output folded into a log
         group; then the stage's structured summary (`jobs/stage.py --summary-file`), which the
         task log shows right after the folded group and which is the task's XCom."""
-        from recon.airflow.spark_app import app_info
-
         fd, path = tempfile.mkstemp(prefix="recon-summary-", suffix=".json")
         os.close(fd)
         self.application_args = [*(self.application_args or []), "--summary-file", path]
@@ -76,10 +77,6 @@ class StageOperator(SparkSubmitOperator):
 
     def _in_app(self, app: dict[str, Any]) -> bool:
         """The stage in the run's application; False when it cannot be reached."""
-        from airflow.exceptions import AirflowException
-
-        from recon.appsocket import AppGone, request
-
         self._app = app
         self.log.info(
             "::group::%s in the run's Spark application (its output, log %s)",
@@ -103,8 +100,6 @@ class StageOperator(SparkSubmitOperator):
         if rc != 0:
             # whatever failed may have left the application broken (a stopped Spark context, a
             # driver out of memory): the retry and the rest of the run get a fresh spark-submit
-            from recon.airflow.spark_app import stop_app
-
             stop_app(app)
             self.log.info("stopped the run's Spark application after the failed stage")
             raise AirflowException(f"{self.task_id} exited {rc} in the run's Spark application")
@@ -117,8 +112,6 @@ class StageOperator(SparkSubmitOperator):
         if app is None:
             super().on_kill()
             return
-        from recon.airflow.spark_app import stop_app
-
         stop_app(app, timeout_s=0)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

@@ -17,7 +17,6 @@ The wire (and the client side the Airflow tasks use) is `recon.appsocket`.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import os
 import socket
@@ -26,28 +25,23 @@ import traceback
 from collections.abc import Callable
 
 from recon.appsocket import END_MARK, IDLE_S, read_line, send
-from recon.layout import STAGE_JOB
 from recon.spark.session import get_spark
 
 
-def _stage_main() -> Callable[[list[str]], int]:
-    spec = importlib.util.spec_from_file_location("recon_stage_job", STAGE_JOB)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    main: Callable[[list[str]], int] = module.main
-    return main
-
-
-def serve(sock_path: str, idle_s: float = IDLE_S, app_name: str = "recon-app") -> int:
-    """The driver's loop: one request at a time, `{"argv": [...]}` (a stage, answered with its
-    exit code) or `{"stop": true}`; exits after `idle_s` without a request."""
+def serve(
+    stage_main: Callable[[list[str]], int],
+    sock_path: str,
+    idle_s: float = IDLE_S,
+    app_name: str = "recon-app",
+) -> int:
+    """The driver's loop: one request at a time, `{"argv": [...]}` (a stage: `stage_main`, which
+    is `jobs/stage.py`'s, answered with its exit code) or `{"stop": true}`; exits after
+    `idle_s` without a request."""
     logging.basicConfig(
         stream=sys.stderr,
         level=os.environ.get("RECON_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    stage_main = _stage_main()
     get_spark(app_name)  # up before the socket exists: its presence means ready
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(sock_path)
