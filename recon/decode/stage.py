@@ -385,32 +385,50 @@ def _count_paired(decoded: _Decoded, paired: dict[PartitionKey, int]) -> None:
 
 
 def _read_staged(spark: SparkSession, inp: _Input, staging: Path) -> _Decoded:
-    def part(kind: str) -> Path:
-        return staging / f"kind={kind}"
-
+    """The decoders' counters, the events per operation, the quarantine's reasons and the
+    hour's DDL, read back from the staged output in one aggregate (one job where it was one per
+    kind), then the DDL rows themselves only when there are any."""
+    kinds = [k for k in ("stat", "event", "quarantine") if (staging / f"kind={k}").exists()]
     stats: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
-    if part("stat").exists():
-        rows = spark.read.parquet(str(part("stat"))).select("topic", "partition", "stat", "n")
-        for r in rows.collect():
-            stats[(r["topic"], r["partition"])][r["stat"]] = int(r["n"])
     events_by_op: dict[str, int] = {}
-    ddls: list[tuple[str, str, str]] = []
-    ddl_rows: DataFrame | None = None
-    if part("event").exists():
-        ev = spark.read.parquet(str(part("event")))
-        counts = ev.groupBy("op").agg(F.count("*").alias("n")).collect()
-        events_by_op = {r["op"]: int(r["n"]) for r in counts}
-        ddl_rows = ev.where(F.col("op") == "ddl").select("order_key", "db", "tbl", "ddl")
     reasons: dict[str, int] = {}
-    if part("quarantine").exists():
-        q = spark.read.parquet(str(part("quarantine")))
-        counts = q.groupBy("reason").agg(F.count("*").alias("n")).collect()
-        reasons = {r["reason"]: int(r["n"]) for r in counts}
-        # a DDL that could not be read was quarantined: it still leaves its table unreadable
-        bad_ddl = q.where(F.col("ddl").isNotNull()).select("order_key", "db", "tbl", "ddl")
-        ddl_rows = bad_ddl if ddl_rows is None else ddl_rows.unionByName(bad_ddl)
-    if ddl_rows is not None:
-        ddls = [(r["db"], r["tbl"], r["ddl"]) for r in ddl_rows.orderBy("order_key").collect()]
+    if not kinds:
+        return _Decoded(stats, events_by_op, [], reasons, 0)
+    staged = spark.read.option("basePath", str(staging)).parquet(
+        *[str(staging / f"kind={k}") for k in kinds]
+    )
+    is_stat = F.col("kind") == "stat"
+    # a DDL that could not be read was quarantined: it still leaves its table unreadable
+    is_ddl = ((F.col("kind") == "event") & (F.col("op") == "ddl")) | (
+        (F.col("kind") == "quarantine") & F.col("ddl").isNotNull()
+    )
+    counted = staged.groupBy(
+        "kind",
+        F.when(is_stat, F.col("topic")).alias("topic"),
+        F.when(is_stat, F.col("partition")).alias("partition"),
+        F.when(is_stat, F.col("stat"))
+        .when(F.col("kind") == "event", F.col("op"))
+        .otherwise(F.col("reason"))
+        .alias("name"),
+    ).agg(
+        F.sum(F.when(is_stat, F.col("n")).otherwise(F.lit(1))).alias("n"),
+        F.max(is_ddl.cast("int")).alias("ddl"),
+    )
+    has_ddl = False
+    for r in counted.collect():
+        n = int(r["n"])
+        if r["kind"] == "stat":
+            stats[(r["topic"], r["partition"])][r["name"]] = n
+        elif r["kind"] == "event":
+            events_by_op[r["name"]] = n
+        else:
+            reasons[r["name"]] = n
+        has_ddl = has_ddl or bool(r["ddl"])
+    ddls: list[tuple[str, str, str]] = []
+    if has_ddl:
+        rows = staged.where(is_ddl).select("order_key", "db", "tbl", "ddl").collect()
+        rows.sort(key=lambda r: (r["order_key"] is not None, r["order_key"] or b""))  # nulls first
+        ddls = [(r["db"], r["tbl"], r["ddl"]) for r in rows]
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
     return _Decoded(stats, events_by_op, ddls, reasons, unreadable)
 
