@@ -19,14 +19,18 @@ import os
 import sys
 from typing import Any
 
-from recon.cli.output import Printer
-from recon.config import load_config
-from recon.errors import ReconError
-from recon.hours import format_hour, hour_range, parse_hour
-from recon.ops.lock import DAG_WAIT_S
-from recon.ops.rebuild import rebuild
-from recon.ops.run import run_stage
-from recon.spark.session import get_spark
+from recon.sparkpath import prefer_installed_pyspark
+
+prefer_installed_pyspark()  # before anything imports pyspark (`recon.sparkpath`)
+
+from recon.cli.output import Printer  # noqa: E402
+from recon.config import load_config  # noqa: E402
+from recon.errors import ReconError  # noqa: E402
+from recon.hours import format_hour, hour_range, parse_hour  # noqa: E402
+from recon.ops.lock import DAG_WAIT_S  # noqa: E402
+from recon.ops.rebuild import rebuild  # noqa: E402
+from recon.ops.run import run_stage  # noqa: E402
+from recon.spark.session import get_spark  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from recon.errors import ConfigError
-from recon.sparkconf import REQUIRED_SQL, session_conf
+from recon.sparkconf import REQUIRED_SQL, cluster_conf, session_conf
+from recon.sparkpath import DAEMON_MODULE
 
 
 def get_spark(
@@ -31,8 +33,10 @@ def get_spark(
     # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT) with the submitted conf.
     local = bool(master) or "PYSPARK_GATEWAY_PORT" not in os.environ
     builder = SparkSession.builder.appName(app_name)
+    conf: dict[str, str] = {}
     if local:
-        builder = builder.master(master or os.environ.get("RECON_SPARK_MASTER", "local[*]"))
+        master = master or os.environ.get("RECON_SPARK_MASTER", "local[*]")
+        builder = builder.master(master)
         try:
             conf = session_conf(local=True, small=small)
         except ValueError as err:  # RECON_SPARK_CONF
@@ -40,13 +44,37 @@ def get_spark(
         jars = jdbc_jars()
         if jars:
             conf.setdefault("spark.jars", ",".join(jars))
-        for key, value in conf.items():
-            builder = builder.config(key, value)
+    elif SparkContext._active_spark_context is None:
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+        submitted = SparkConf()  # what spark-submit set
+        conf = {k: v for k, v in submitted.getAll() if k in (DAEMON_CONF, PYTHON_CONF)}
+        master = submitted.get("spark.master", "")
+    if SparkContext._active_spark_context is None and _daemon_here(master or "", conf):
+        conf[DAEMON_CONF] = DAEMON_MODULE
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     for key, value in REQUIRED_SQL.items():
         spark.conf.set(key, value)
     spark.sparkContext.setLogLevel(os.environ.get("RECON_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+DAEMON_CONF = "spark.python.daemon.module"
+PYTHON_CONF = "spark.pyspark.python"
+
+
+def _daemon_here(master: str, conf: dict[str, str]) -> bool:
+    """Spark's Python daemon can be `recon.sparkpath` (pyspark imported from its installed
+    package, not spark-submit's zip): the workers run on this machine (a local master), with
+    this interpreter, and no daemon of the user's is set (`conf`: the session's settings)."""
+    python = conf.get(PYTHON_CONF) or os.environ.get("PYSPARK_PYTHON", "")
+    return (
+        master.startswith("local")
+        and DAEMON_CONF not in conf
+        and DAEMON_CONF not in cluster_conf()
+        and os.path.realpath(python) == os.path.realpath(sys.executable)
+    )
 
 
 @contextmanager
@@ -62,28 +90,39 @@ def job_named(spark: SparkSession, text: str) -> Iterator[None]:
 
 
 WHOLE_STAGE_CODEGEN = "spark.sql.codegen.wholeStage"
+CODEGEN_FACTORY_MODE = "spark.sql.codegen.factoryMode"
+SMALL_HOUR_CONF = {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY_MODE: "NO_CODEGEN"}
+"""What a small hour's queries run with: no Java source generated and compiled, neither for a
+whole stage nor for an expression (projections, predicates, orderings are interpreted)."""
 SMALL_HOUR_BYTES = 8 * 1024 * 1024
 """Below this much input (dump bytes for decode; about 20k records), a stage runs its queries
-without whole-stage code generation."""
+without code generation."""
 SMALL_HOUR_ROWS = 20_000
 
 
 @contextmanager
 def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
-    """Whole-stage code generation compiles Java source for each of a stage's ~20 queries: it
-    pays over many rows and wastes seconds of CPU on a small hour (measured on 2 cores: a
-    2k-message hour 27 s -> 22 s end to end without it; a 100k-message hour the same either
-    way). Off inside this block for a `small` hour, unless the user set it."""
+    """Spark compiles Java source for each of a stage's ~20 queries (whole-stage code
+    generation) and, with that off, still for each expression it evaluates (each projection,
+    predicate and ordering: 372 classes, each compiled by Janino, in the demo's merge of three
+    hours). That pays over many rows and wastes seconds of CPU on a small hour (measured on 2
+    cores: a 2k-message hour 27 s -> 22 s end to end without whole-stage code generation; a
+    100k-message hour the same either way). Both are off inside this block for a `small` hour
+    (`SMALL_HOUR_CONF`), each unless the user set it."""
     conf = spark.conf
-    if not small or spark.sparkContext.getConf().contains(WHOLE_STAGE_CODEGEN):
-        yield
-        return
-    before = conf.get(WHOLE_STAGE_CODEGEN)
-    conf.set(WHOLE_STAGE_CODEGEN, "false")
+    user = spark.sparkContext.getConf()
+    mine = {k: v for k, v in SMALL_HOUR_CONF.items() if small and not user.contains(k)}
+    before: dict[str, str | None] = {k: conf.get(k, None) for k in mine}
+    for k, v in mine.items():
+        conf.set(k, v)
     try:
         yield
     finally:
-        conf.set(WHOLE_STAGE_CODEGEN, before or "true")
+        for k, old in before.items():
+            if old is None:
+                conf.unset(k)
+            else:
+                conf.set(k, old)
 
 
 def arrow_ddl(schema: Any) -> str:

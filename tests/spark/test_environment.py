@@ -3,12 +3,14 @@ and spark-submit runs the decode job end to end."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import ROOT
 
@@ -85,28 +87,44 @@ def test_jobs_started_inside_job_named_carry_its_description_and_later_ones_do_n
     assert sc.getLocalProperty("spark.job.description") is None
 
 
-def test_a_small_hours_queries_run_without_whole_stage_code_generation(spark) -> None:
-    """`sized_for`: off inside for a small hour (and back after, also on error); a big hour,
-    or a user who set it, keeps it."""
-    from recon.spark.session import WHOLE_STAGE_CODEGEN, sized_for
+def test_a_small_hours_queries_run_without_code_generation(spark) -> None:
+    """`sized_for`: for a small hour, no whole-stage code generation and no Java compiled for
+    an expression either (Janino's compile count stays put, and grows outside); both back after,
+    also on error; a big hour, or a user who set them, keeps them."""
+    from recon.spark.session import CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN, sized_for
 
     def codegen() -> str:
         return str(spark.conf.get(WHOLE_STAGE_CODEGEN)).lower()
 
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+
+    def compiled(n: int) -> int:
+        """Classes Janino compiled for a new query that projects, filters and sorts."""
+        before = metrics.METRIC_COMPILATION_TIME().getCount()
+        q = spark.range(50).selectExpr(f"id * {n} + 7 as x", f"concat('k', id % {n}) as k")
+        q.where(f"x % {n + 3} > 1").orderBy("k", "x").collect()
+        return int(metrics.METRIC_COMPILATION_TIME().getCount() - before)
+
     assert codegen() == "true"
+    assert compiled(11) > 0
     with sized_for(spark, small=True):
         assert codegen() == "false"
+        assert spark.conf.get(CODEGEN_FACTORY_MODE) == "NO_CODEGEN"
         plan = spark.range(5).selectExpr("id + 1 as x")._jdf.queryExecution().executedPlan()
         assert "WholeStageCodegen" not in plan.toString()
+        assert compiled(13) == 0
     assert codegen() == "true"
+    assert spark.conf.get(CODEGEN_FACTORY_MODE) == "FALLBACK"
     with sized_for(spark, small=False):
         assert codegen() == "true"
+        assert compiled(17) > 0
     try:
         with sized_for(spark, small=True):
             raise RuntimeError("stage failed")
     except RuntimeError:
         pass
     assert codegen() == "true"
+    assert spark.conf.get(CODEGEN_FACTORY_MODE) == "FALLBACK"
 
 
 def test_driver_jvms_map_the_class_archive_setup_built(tmp_path: Path) -> None:
@@ -141,3 +159,52 @@ def test_setup_sees_pyspark_intact_so_it_keeps_the_jars_the_archive_is_for() -> 
     script = ROOT / "scripts" / "pyspark_intact.py"
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_spark_submit_drivers_and_python_workers_import_the_installed_pyspark(
+    tmp_path: Path,
+) -> None:
+    """spark-submit puts pyspark's zip (no compiled files) first on the driver's and the Python
+    daemon's path; `recon.sparkpath` takes it off when it is the installed pyspark's own, so
+    both import pyspark from the package (its cached bytecode), the daemon being
+    `recon.sparkpath` (`get_spark`, local master, this interpreter). A daemon the user sets
+    stays theirs."""
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import json, os, sys\n"
+        "from recon.sparkpath import prefer_installed_pyspark\n"
+        "removed = prefer_installed_pyspark()\n"
+        "import pyspark\n"
+        "from recon.spark.session import get_spark\n"
+        "spark = get_spark('sparkpath-test')\n"
+        "def where(_):\n"
+        "    import pyspark as p\n"
+        "    with open(f'/proc/{os.getppid()}/cmdline', 'rb') as f:\n"
+        "        daemon = f.read().replace(b'\\0', b' ').decode()\n"
+        "    return p.__file__, daemon, [x for x in sys.path if x.endswith('.zip')]\n"
+        "w = spark.sparkContext.parallelize([0], 1).map(where).collect()[0]\n"
+        "print('RESULT', json.dumps({'removed': removed, 'driver': pyspark.__file__,\n"
+        "      'worker': w[0], 'daemon': w[1], 'worker_zips': w[2]}))\n"
+    )
+    venv_bin = Path(sys.executable).parent
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PATH=f"{venv_bin}:{os.environ['PATH']}")
+
+    def submit(*conf: str) -> dict[str, Any]:
+        proc = subprocess.run(
+            [str(venv_bin / "spark-submit"), "--master", "local[1]", *conf, str(job)],
+            capture_output=True, text=True, env=env, timeout=300, cwd=ROOT,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+        return dict(json.loads(line[len("RESULT ") :]))
+
+    got = submit()
+    assert any(r.endswith("pyspark.zip") for r in got["removed"]), got
+    assert any(r.endswith("-src.zip") for r in got["removed"]), got  # py4j's, same version
+    for side in ("driver", "worker"):
+        assert ".zip" not in got[side] and got[side].endswith("pyspark/__init__.py"), got
+    assert "-m recon.sparkpath pyspark.worker" in got["daemon"], got
+    assert not any("pyspark.zip" in z for z in got["worker_zips"]), got
+    theirs = submit("--conf", "spark.python.daemon.module=pyspark.daemon")
+    assert "-m pyspark.daemon pyspark.worker" in theirs["daemon"], theirs
+    assert any("pyspark.zip" in z for z in theirs["worker_zips"]), theirs
