@@ -22,7 +22,7 @@ from recon.layout import raw_hour_folder
 
 JSONL_SCHEMA = (
     "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp BIGINT, "
-    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: STRING>>, _corrupt STRING"
+    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: STRING>>"
 )
 
 # A Parquet dump file as Spark's Kafka source writes it (what the demo and the benchmark write)
@@ -75,22 +75,29 @@ def check_complete(files: list[HourFiles], hour: datetime, allow_incomplete: boo
         )
 
 
-def read_hour(spark: SparkSession, files: list[HourFiles]) -> tuple[DataFrame, DataFrame]:
-    """(records, unreadable): normalized raw records, and JSON lines that could not be parsed.
+def read_hour(spark: SparkSession, files: list[HourFiles]) -> tuple[DataFrame, DataFrame | None]:
+    """(records, unreadable): normalized raw records, and JSON lines that could not be parsed
+    (None without JSON Lines dumps: a Parquet dump has no such lines).
 
     records: topic, partition, offset, key, value, ts_ms, headers, carried=false, skip=0.
     unreadable: topic, file, line (text).
     """
-    records = spark.createDataFrame([], RAW_DDL)
-    unreadable = spark.createDataFrame([], "topic string, file string, line string")
+    parts: list[DataFrame] = []
+    bad_parts: list[DataFrame] = []
     for hf in files:
         if hf.parquet:
-            records = records.unionByName(_read_parquet(spark, hf))
+            parts.append(_read_parquet(spark, hf))
         if hf.jsonl:
             ok, bad = _read_jsonl(spark, hf)
-            records = records.unionByName(ok)
-            unreadable = unreadable.unionByName(bad)
+            parts.append(ok)
+            bad_parts.append(bad)
+    records = parts[0] if parts else spark.createDataFrame([], RAW_DDL)
+    for more in parts[1:]:
+        records = records.unionByName(more)
     records = records.withColumn("carried", F.lit(False)).withColumn("skip", F.lit(0))
+    unreadable = bad_parts[0] if bad_parts else None
+    for more in bad_parts[1:]:
+        unreadable = unreadable.unionByName(more) if unreadable is not None else more
     return records, unreadable
 
 
@@ -123,34 +130,28 @@ def _read_parquet(spark: SparkSession, hf: HourFiles) -> DataFrame:
 
 
 def _read_jsonl(spark: SparkSession, hf: HourFiles) -> tuple[DataFrame, DataFrame]:
-    """JSON Lines dumps (base64 key/value/headers): (readable records, unreadable lines)."""
-    raw = (
-        spark.read.schema(JSONL_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", "_corrupt")
-        .json(list(hf.jsonl))
+    """JSON Lines dumps (base64 key/value/headers): (readable records, unreadable lines). A line
+    is read as text first, so one that cannot be used (not JSON, or JSON without a partition
+    or an offset) keeps its exact text for the quarantine; blank lines are not records."""
+    text = spark.read.text(list(hf.jsonl)).where(F.trim("value") != "")
+    raw = text.select(
+        F.from_json("value", JSONL_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"),
+        F.col("value").alias("line"),
     )
-    readable = (
-        F.col("_corrupt").isNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
-    )
+    readable = F.col("j.partition").isNotNull() & F.col("j.offset").isNotNull()
     ok = raw.where(readable).select(
-        F.coalesce(F.col("topic"), F.lit(hf.topic)).alias("topic"),
-        F.col("partition"),
-        F.col("offset"),
-        F.unbase64("key").alias("key"),
-        F.unbase64("value").alias("value"),
-        F.col("timestamp").alias("ts_ms"),
+        F.coalesce(F.col("j.topic"), F.lit(hf.topic)).alias("topic"),
+        F.col("j.partition").alias("partition"),
+        F.col("j.offset").alias("offset"),
+        F.unbase64("j.key").alias("key"),
+        F.unbase64("j.value").alias("value"),
+        F.col("j.timestamp").alias("ts_ms"),
         F.transform(
-            "headers",
+            "j.headers",
             lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value")),
         ).alias("headers"),
     )
-    bad = raw.where(~readable).select(
-        F.lit(hf.topic).alias("topic"),
-        F.input_file_name().alias("file"),
-        F.coalesce(
-            F.col("_corrupt"),
-            F.to_json(F.struct(*[c for c in raw.columns if c != "_corrupt"])),
-        ).alias("line"),
+    bad = raw.where(~readable | F.col("j").isNull()).select(
+        F.lit(hf.topic).alias("topic"), F.input_file_name().alias("file"), "line"
     )
     return ok, bad

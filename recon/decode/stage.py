@@ -45,6 +45,7 @@ from recon.spark.session import SMALL_HOUR_BYTES, arrow_ddl, job_named, sized_fo
 
 PartitionKey = tuple[str, int]
 HASH = "_content_hash"
+BAD_FILE = "_unreadable_in"
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,8 @@ def fold_ddl(defs: dict[str, TableDef], ddls: list[tuple[str, str, str]]) -> dic
 class _Input:
     """The hour's raw records, what was counted about them, and what goes into the decoders."""
 
-    unreadable: DataFrame
+    unreadable: DataFrame | None
+    """JSON lines of the dumps that could not be read (topic, file, line bytes); None: none."""
     distinct: DataFrame
     stats: dict[PartitionKey, dict[str, Any]]
     cross_dups: dict[PartitionKey, int]
@@ -161,18 +163,51 @@ def _read_input(
         .withColumn("_copies", F.count("*").over(copies))
         .withColumn("_nth", F.row_number().over(copies.orderBy("ts_ms")))
         .where(F.col("_nth") == 1)
-        .select(*keys, "_copies", *rest)
+        .select(*keys, "_copies", *rest, F.lit(None).cast("string").alias(BAD_FILE))
     )
+    if unreadable is not None:
+        # JSON lines that could not be read ride along in the same copy (their file in
+        # `BAD_FILE`, their text as the value): the dumps are parsed once, and the quarantine
+        # of unreadable lines costs a job only in an hour that has some
+        once = once.unionByName(
+            unreadable.select(
+                "topic",
+                F.col("file").alias(BAD_FILE),
+                F.col("line").cast("binary").alias("value"),  # its bytes as read
+                F.lit(1).cast("long").alias("_copies"),
+            ),
+            allowMissingColumns=True,
+        )
     with job_named(spark, "decode: the hour's records once, to a staging copy"):
         once.write.parquet(str(copy))
     # no cache: each pass re-reads the copy in bounded splits, so a task holds a slice of the
     # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
     # empty hour writes no file to infer it from
-    distinct = spark.read.schema(once.schema).parquet(str(copy))
-    # input counters per (topic, partition): aggregates only, never the data
-    stats = {
-        (r["topic"], r["partition"]): r.asDict()
-        for r in distinct.groupBy("topic", "partition")
+    staged = spark.read.schema(once.schema).parquet(str(copy))
+    stats, bad_lines = _input_stats(staged)
+    distinct = staged.where(F.col(BAD_FILE).isNull()).drop("_copies", BAD_FILE)
+    bad = None
+    if bad_lines:
+        bad = staged.where(F.col(BAD_FILE).isNotNull()).select(
+            "topic", F.col(BAD_FILE).alias("file"), F.col("value").alias("line")
+        )
+    fresh, cross_dups, resets, seen = _drop_seen_records(spark, cfg.layout, hour, distinct)
+    if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
+        _count_resets_in_hour(fresh, seen, resets)
+    fresh = fresh.drop(HASH)
+    carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
+    carried_in = has_parquet(carry_dir)
+    to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
+    return _Input(bad, distinct, stats, cross_dups, resets, to_decode, carried_in)
+
+
+def _input_stats(staged: DataFrame) -> tuple[dict[PartitionKey, dict[str, Any]], int]:
+    """The input counters per (topic, partition) of the hour's copy, and how many unreadable
+    lines it holds: aggregates only, in one job."""
+    stats: dict[PartitionKey, dict[str, Any]] = {}
+    bad_lines = 0
+    rows = (
+        staged.groupBy("topic", "partition", F.col(BAD_FILE).isNotNull().alias("_bad"))
         .agg(
             F.sum("_copies").alias("records"),
             F.count("offset").alias("distinct"),
@@ -182,16 +217,15 @@ def _read_input(
             F.max("offset").alias("max_offset"),
         )
         .collect()
-    }
-    distinct = distinct.drop("_copies")
-    fresh, cross_dups, resets, seen = _drop_seen_records(spark, cfg.layout, hour, distinct)
-    if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
-        _count_resets_in_hour(fresh, seen, resets)
-    fresh = fresh.drop(HASH)
-    carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
-    carried_in = has_parquet(carry_dir)
-    to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
-    return _Input(unreadable, distinct, stats, cross_dups, resets, to_decode, carried_in)
+    )
+    for r in rows:
+        if r["_bad"]:
+            bad_lines += int(r["records"])
+        else:
+            got = r.asDict()
+            del got["_bad"]
+            stats[(r["topic"], r["partition"])] = got
+    return stats, bad_lines
 
 
 def _earlier_offset_dirs(layout: Layout, hour: datetime) -> list[str]:
@@ -314,8 +348,9 @@ def _decode_to_staging(
     )
     with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
         decoded.write.partitionBy("kind").parquet(str(staging))
-    with job_named(spark, "decode: unreadable dump lines to quarantine"):
-        _stage_unreadable(inp.unreadable, decoded, staging)
+    if inp.unreadable is not None:
+        with job_named(spark, "decode: unreadable dump lines to quarantine"):
+            _stage_unreadable(inp.unreadable, decoded, staging)
 
 
 def _stage_unreadable(unreadable: DataFrame, decoded: DataFrame, staging: Path) -> None:
@@ -326,7 +361,7 @@ def _stage_unreadable(unreadable: DataFrame, decoded: DataFrame, staging: Path) 
         F.lit(-1).alias("partition"),
         F.lit(-1).cast("long").alias("offset"),
         F.concat(F.lit("unreadable dump line in "), F.col("file")).alias("reason"),
-        F.encode("line", "UTF-8").alias("raw_value"),
+        F.col("line").alias("raw_value"),
     )
     for f in OUTPUT_SCHEMA:
         if f.name not in bad.columns:

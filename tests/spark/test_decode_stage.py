@@ -105,16 +105,26 @@ def test_garbage_and_unreadable_lines_are_quarantined_with_bytes(spark, tmp_path
     recs.append(RawRecord(f"t_{fmt}", 0, 99, None, b"\x00garbage", recs[0].ts_ms))
     cfg = load_config(_pipeline(tmp_path, fmt, recs, "jsonl"))
     folder = tmp_path / "raw" / f"t_{fmt}" / "dt=2026-11-20" / "hour=00"
-    (folder / "part-00009.jsonl").write_text("{this is not json\n")
+    # the same bad line twice (each counts), a blank line (not a record), JSON without a partition
+    (folder / "part-00009.jsonl").write_text('{this is not json\n\n{this is not json\n{"a": 1}\n')
     c = decode_hour(spark, cfg, H0)
-    assert c["totals"]["records_quarantined"] == 1 and c["totals"]["unreadable_lines"] == 1
+    assert c["totals"]["records_quarantined"] == 1 and c["totals"]["unreadable_lines"] == 3
+    assert c["totals"]["records"] == len(recs)  # the unreadable lines are not records
     q = pq.read_table(cfg.layout.quarantine(H0)).to_pylist()
-    by_value = {r["raw_value"]: r for r in q}
-    assert (
-        by_value[b"\x00garbage"]["offset"] == 99
-        and "not JSON" in by_value[b"\x00garbage"]["reason"]
-    )
-    assert by_value[b"{this is not json"]["reason"].startswith("unreadable dump line")
+    by_value: dict[bytes, list[dict[str, object]]] = {}
+    for r in q:
+        by_value.setdefault(r["raw_value"], []).append(r)
+    (garbage,) = by_value[b"\x00garbage"]
+    assert garbage["offset"] == 99 and "not JSON" in str(garbage["reason"])
+    bad = by_value[b"{this is not json"] + by_value[b'{"a": 1}']  # the line's own text
+    assert len(bad) == 3 and len(q) == 4
+    assert all(str(r["reason"]).endswith("part-00009.jsonl") for r in bad), bad
+    assert all(str(r["reason"]).startswith("unreadable dump line in ") for r in bad), bad
+    # a Parquet hour has no unreadable lines: no quarantine job for them, nothing written
+    recs2 = sample.to_records(sample.ENCODERS[fmt](TXNS[:3]), f"t_{fmt}")
+    cfg2 = load_config(_pipeline(tmp_path / "pq", fmt, recs2, "parquet"))
+    c2 = decode_hour(spark, cfg2, H0)
+    assert c2["totals"]["unreadable_lines"] == 0 and c2["quarantine_reasons"] == {}
 
 
 def test_an_incomplete_hour_is_refused_with_the_fix(spark, tmp_path: Path) -> None:
