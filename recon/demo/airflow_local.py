@@ -10,6 +10,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 from recon.errors import ReconError
@@ -53,32 +56,114 @@ def dags_test(
     last: str | None = None,
     log: Path | None = None,
     params: dict[str, object] | None = None,
+    server: DagsTestServer | None = None,
 ) -> str:
     """One DAG run for the hours first..last (its params, plus `params`); returns the run's
-    final state."""
+    final state. `server`: run it forked from that server's interpreter (`env` is the
+    server's), else as its own `airflow` process."""
     conf = {"hour": first, "hour_to": last or first, **(params or {})}
     logical = f"{last or first}:00:00+00:00"
-    r = subprocess.run(
-        [_airflow(), "dags", "test", dag_id, logical, "-c", json.dumps(conf)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    out = r.stdout + r.stderr
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(out)
+    argv = ["dags", "test", dag_id, logical, "-c", json.dumps(conf)]
+    rc, out = server.run(argv, log) if server is not None else (None, None)
+    if rc is None or out is None:
+        r = subprocess.run(
+            [_airflow(), *argv], env=env, capture_output=True, text=True, timeout=1800
+        )
+        rc, out = r.returncode, r.stdout + r.stderr
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(out)
     states = re.findall(r"DagRun Finished: .*?state=(\w+)", out)
     if states:
         return states[-1]
     m = re.findall(r"dagrun=<DagRun [^>]*state:(\w+)", out)
-    if r.returncode != 0 or not m:
+    if rc != 0 or not m:
         tail = out.strip().splitlines()[-1:] if out.strip() else [""]
-        raise ReconError(
-            f"airflow dags test {dag_id} did not finish (rc {r.returncode}): {tail[0][:300]}"
-        )
+        raise ReconError(f"airflow dags test {dag_id} did not finish (rc {rc}): {tail[0][:300]}")
     return m[-1]
+
+
+class DagsTestServer:
+    """`airflow dags test` runs forked from one interpreter that imported Airflow once
+    (`recon.demo.dags_fork`), for many runs against one Airflow home (`env`). Thread-safe:
+    runs may overlap. A server that could not start, or ended, before a run is asked of it makes
+    `run` return (None, None), and the caller runs its own `airflow` process."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "recon.demo.dags_fork"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.lock = threading.Lock()
+        self.next_id = 0
+        self.done: dict[int, int] = {}
+        self.ready = False
+        self.changed = threading.Condition(self.lock)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                got = json.loads(line)
+            except ValueError:
+                continue
+            with self.changed:
+                if got.get("ready"):
+                    self.ready = True
+                else:
+                    self.done[int(got["id"])] = int(got["rc"])
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()  # ended: waiters see it gone
+
+    def run(self, argv: list[str], log: Path | None) -> tuple[int | None, str | None]:
+        """(exit code, output) of `airflow *argv`; (None, None) when the server is gone."""
+        with tempfile.TemporaryDirectory(prefix="recon-dags-test-") as tmp:
+            out = log or Path(tmp) / "dags-test.log"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with self.changed:
+                while not self.ready and self.reader.is_alive():
+                    self.changed.wait(1.0)
+                if not self.ready or self.proc.poll() is not None or self.proc.stdin is None:
+                    return None, None  # it could not import Airflow, or it ended
+                rid, self.next_id = self.next_id, self.next_id + 1
+                try:
+                    self.proc.stdin.write(json.dumps({"id": rid, "argv": argv, "log": str(out)}))
+                    self.proc.stdin.write("\n")
+                    self.proc.stdin.flush()
+                except OSError:
+                    return None, None
+                deadline = time.monotonic() + 1800
+                while rid not in self.done:
+                    if not self.reader.is_alive():  # the server ended with the run unanswered
+                        raise ReconError(f"airflow {' '.join(argv[:3])}: its process ended "
+                                         f"without an exit code; see {out}")  # fmt: skip
+                    if time.monotonic() > deadline:
+                        raise ReconError(f"airflow {' '.join(argv[:3])} did not finish in 30 min")
+                    self.changed.wait(1.0)
+                rc = self.done.pop(rid)
+            return rc, out.read_text(errors="replace")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            self.proc.wait()
+
+    def __enter__(self) -> DagsTestServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def standalone(home: Path | None = None) -> int:

@@ -36,7 +36,7 @@ from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
 from recon.decode.stage import read_counters
 from recon.decode.stats import Stat
 from recon.demo import sample
-from recon.demo.airflow_local import airflow_env, dags_test, migrate
+from recon.demo.airflow_local import DagsTestServer, airflow_env, dags_test, migrate
 from recon.errors import ReconError
 from recon.formats import FORMAT_SPECS, FORMATS
 from recon.hours import format_hour
@@ -241,7 +241,11 @@ class _Outcome:
 
 
 def _run_pipeline(
-    fmt: str, facts: dict[str, Any], env: dict[str, str] | None, expected: list[dict[str, Any]]
+    fmt: str,
+    facts: dict[str, Any],
+    env: dict[str, str] | None,
+    expected: list[dict[str, Any]],
+    server: DagsTestServer | None = None,
 ) -> _Outcome:
     """One demo pipeline through its DAG (or `recon run`), compared with the source."""
     path = PIPELINES / f"demo_{fmt}.yaml"
@@ -250,7 +254,7 @@ def _run_pipeline(
     if env is not None:
         log = DEMO_DATA / "airflow" / "runs" / f"recon_{cfg.name}.log"
         print(f"demo: airflow dags test recon_{cfg.name} (hours {first}..{last}) ...")
-        state = dags_test(env, f"recon_{cfg.name}", first, last, log)
+        state = dags_test(env, f"recon_{cfg.name}", first, last, log, server=server)
         if state != "success":
             raise ReconError(f"demo: DAG run of recon_{cfg.name} ended {state}; see {log}")
         results = _results_from_files(cfg, facts["hours"])
@@ -307,8 +311,13 @@ def run_demo(
     # the pipelines are independent (as the scheduler would run them): `parallel` DAG runs at a
     # time; one run is mostly one busy core (its Airflow process, then one Spark driver)
     # (`recon run` in this process shares one Spark session: one pipeline at a time)
-    with ThreadPoolExecutor(parallel if env is not None else 1) as pool:
-        summary = list(pool.map(lambda f: _run_pipeline(f, facts, env, expected), FORMATS))
+    # each `airflow dags test` forked from one interpreter that imported Airflow once
+    # (`recon.demo.dags_fork`): the same runs, without six Airflow start-ups
+    with (
+        DagsTestServer(env) if env is not None else contextlib.nullcontext() as server,
+        ThreadPoolExecutor(parallel if env is not None else 1) as pool,
+    ):
+        summary = list(pool.map(lambda f: _run_pipeline(f, facts, env, expected, server), FORMATS))
     _print_summary(summary, last, via_airflow)
     if not all(o.same for o in summary):
         raise ReconError("demo: a published table differs from the source's final state")

@@ -189,3 +189,54 @@ def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
     db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
     states = dict(db.execute("SELECT task_id, state FROM task_instance").fetchall())
     assert states["spark_app"] == states["spark_app_stop"] == "success"
+
+
+def test_recon_demo_forks_its_dags_tests_from_one_airflow_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recon demo` runs its `airflow dags test`s forked from one interpreter that imported
+    Airflow once (`recon.demo.dags_fork`), two at a time: each run is Airflow's own command
+    line, with its own log and final state. With the `airflow` executable made unreachable,
+    they still succeed, so they ran in the server; a failing run reports `failed`; once the
+    server is closed, a run falls back to its own `airflow` process."""
+    from recon.demo import airflow_local
+    from recon.demo.airflow_local import DagsTestServer
+
+    for name, seed in (("fa", 5), ("fb", 6)):
+        write_canal_dump(tmp_path / "raw", name, START, 1, seed=seed)
+        write_canal_pipeline(tmp_path / "pipelines", name, tmp_path / "raw", tmp_path / "wh", START)
+    bad = sample.to_records(sample.encode_canal_json(sample.workload(START, 1, 6, seed=3)), "fc")
+    bad.append(RawRecord("fc", 0, len(bad), None, b"\x00garbage", bad[-1].ts_ms))
+    write_dump(tmp_path / "raw", "fc", bad, "jsonl", [H0])
+    write_canal_pipeline(tmp_path / "pipelines", "fc", tmp_path / "raw", tmp_path / "wh", START)
+    env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    migrate(env)
+    real_airflow = airflow_local._airflow
+    monkeypatch.setattr(airflow_local, "_airflow", lambda: "/nonexistent/airflow")
+    logs = {n: tmp_path / f"{n}.log" for n in ("fa", "fb", "fc")}
+    with DagsTestServer(env) as server:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            states = dict(
+                pool.map(
+                    lambda n: (n, dags_test(env, f"recon_{n}", _h(H0), log=logs[n], server=server)),
+                    ["fa", "fb", "fc"],
+                )
+            )
+    assert states == {"fa": "success", "fb": "success", "fc": "failed"}, states
+    for n in ("fa", "fb"):
+        text = logs[n].read_text()
+        assert f"DagRun Finished: dag_id=recon_{n}" in text
+        assert "::group::merge_publish in the run's Spark application" in text
+        report = json.loads((tmp_path / "wh" / "audit" / n / _h(H0) / "report.json").read_text())
+        assert report["verdict"] == "pass" and report["identity"]["balanced"]
+    assert "audit exited 1 in the run's Spark application" in logs["fc"].read_text()
+    assert server.proc.returncode == 0  # it ended when its input closed, its runs done
+    # closed: the next run is its own `airflow` process (unreachable here: the error says so)
+    with pytest.raises(Exception, match="nonexistent"):
+        dags_test(env, "recon_fa", _h(H0), server=server)
+    monkeypatch.setattr(airflow_local, "_airflow", real_airflow)
+    assert (
+        dags_test(env, "recon_fa", _h(H0), log=tmp_path / "again.log", server=server) == "success"
+    )

@@ -1,0 +1,119 @@
+"""`airflow dags test` runs forked from one interpreter that imported Airflow once (`recon demo`).
+
+Each `airflow dags test` process spends about a fifth of a demo DAG run's CPU before it runs a
+task, much of it importing Airflow's CLI and execution API (measured: ~2 CPU-seconds of ~9 per
+run). `recon demo` runs six of them against one Airflow home, so it starts this server once
+(`python -m recon.demo.dags_fork`, with that home's environment): it imports those modules,
+then for each request forks a child that runs Airflow's own command line, `airflow.__main__`,
+with the request's arguments and its output in the request's log file, exactly as the
+`airflow` executable would. Airflow forks itself the same way (its executors, its task
+supervisor) and resets its database engine in a forked child (`airflow.settings`).
+
+Protocol (one JSON object per line): out `{"ready": true}` once Airflow is imported; in
+`{"id": N, "argv": [...], "log": PATH}`, out `{"id": N, "rc": R}` when that run's process ends. The server ends when its input closes and
+its runs are done; SIGTERM ends it and its runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import traceback
+from types import FrameType
+
+
+def _preload() -> None:
+    """What every `airflow dags test` imports before its first task, and its first writes."""
+    import airflow.__main__  # noqa: F401
+    import airflow.api_fastapi.execution_api.app  # noqa: F401
+    import airflow.cli.commands.dag_command  # noqa: F401
+    import airflow.sdk.execution_time.supervisor  # noqa: F401
+    from airflow.cli import cli_parser
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+
+    cli_parser.get_parser()
+    # What each `dags test` writes first (the DAG bundles, then every DAG of the bundle), once,
+    # here: two runs starting together on a new metadata database would insert the same rows
+    # at once (the second fails on a unique constraint); after this they only read or update.
+    # The children get fresh database connections (`airflow.settings` disposes the engine in a
+    # forked child).
+    manager = DagBundlesManager()
+    manager.sync_bundles_to_db()
+    for bundle in manager.get_all_dag_bundles():
+        bundle.initialize()
+        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+        sync_bag_to_db(bag, bundle.name, bundle.version)
+
+
+def _child(argv: list[str], log: str, reply_fd: int) -> None:
+    """In the forked child: Airflow's command line with `argv`, its output in `log`."""
+    os.close(reply_fd)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    os.close(null)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.argv = ["airflow", *argv]
+    code = 0
+    try:
+        from airflow.__main__ import main
+
+        main()
+    except SystemExit as err:
+        code = err.code if isinstance(err.code, int) else (0 if err.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def serve() -> int:
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # what Airflow prints here (its import warnings) goes to stderr, not the replies
+    _preload()
+    reply.write(json.dumps({"ready": True}) + "\n")
+    runs: dict[int, int] = {}  # pid -> request id
+
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        for pid in runs:
+            os.kill(pid, signal.SIGTERM)
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    pending, open_input = b"", True
+    while open_input or runs:
+        ready, _, _ = select.select([0] if open_input else [], [], [], 0.1)
+        if ready:
+            chunk = os.read(0, 65536)
+            open_input = bool(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    req = json.loads(line)
+                    pid = os.fork()
+                    if pid == 0:
+                        _child([str(a) for a in req["argv"]], str(req["log"]), reply.fileno())
+                    runs[pid] = int(req["id"])
+        while runs:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            rid = runs.pop(pid, None)
+            if rid is not None:
+                reply.write(json.dumps({"id": rid, "rc": os.waitstatus_to_exitcode(status)}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
