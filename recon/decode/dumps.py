@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recon.errors import ReconError
@@ -131,24 +131,39 @@ def _read_parquet(spark: SparkSession, hf: HourFiles) -> DataFrame:
 
 def _read_jsonl(spark: SparkSession, hf: HourFiles) -> tuple[DataFrame, DataFrame]:
     """JSON Lines dumps (base64 key/value/headers): (readable records, unreadable lines). A line
-    is read as text first, so one that cannot be used (not JSON, or JSON without a partition
-    or an offset) keeps its exact text for the quarantine; blank lines are not records."""
+    is read as text first, so one that cannot be used (not JSON, JSON without a partition or an
+    offset, or a key, value or header value that is not base64) keeps its exact text for the
+    quarantine; blank lines are not records."""
     text = spark.read.text(list(hf.jsonl)).where(F.trim("value") != "")
     raw = text.select(
         F.from_json("value", JSONL_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"),
         F.col("value").alias("line"),
     )
-    readable = F.col("j.partition").isNotNull() & F.col("j.offset").isNotNull()
+
+    def b64(c: Column) -> Column:  # null for text that is not base64 (`unbase64` fails the job)
+        return F.try_to_binary(c, F.lit("base64"))
+
+    def decodes(c: Column) -> Column:
+        return c.isNull() | b64(c).isNotNull()
+
+    headers_decode = F.coalesce(F.forall("j.headers", lambda h: decodes(h["value"])), F.lit(True))
+    readable = (
+        F.col("j.partition").isNotNull()
+        & F.col("j.offset").isNotNull()
+        & decodes(F.col("j.key"))
+        & decodes(F.col("j.value"))
+        & headers_decode
+    )
     ok = raw.where(readable).select(
         F.coalesce(F.col("j.topic"), F.lit(hf.topic)).alias("topic"),
         F.col("j.partition").alias("partition"),
         F.col("j.offset").alias("offset"),
-        F.unbase64("j.key").alias("key"),
-        F.unbase64("j.value").alias("value"),
+        b64(F.col("j.key")).alias("key"),
+        b64(F.col("j.value")).alias("value"),
         F.col("j.timestamp").alias("ts_ms"),
         F.transform(
             "j.headers",
-            lambda h: F.struct(h["key"].alias("key"), F.unbase64(h["value"]).alias("value")),
+            lambda h: F.struct(h["key"].alias("key"), b64(h["value"]).alias("value")),
         ).alias("headers"),
     )
     bad = raw.where(~readable | F.col("j").isNull()).select(

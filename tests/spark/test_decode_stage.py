@@ -105,10 +105,14 @@ def test_garbage_and_unreadable_lines_are_quarantined_with_bytes(spark, tmp_path
     recs.append(RawRecord(f"t_{fmt}", 0, 99, None, b"\x00garbage", recs[0].ts_ms))
     cfg = load_config(_pipeline(tmp_path, fmt, recs, "jsonl"))
     folder = tmp_path / "raw" / f"t_{fmt}" / "dt=2026-11-20" / "hour=00"
-    # the same bad line twice (each counts), a blank line (not a record), JSON without a partition
-    (folder / "part-00009.jsonl").write_text('{this is not json\n\n{this is not json\n{"a": 1}\n')
+    # the same bad line twice (each counts), a blank line (not a record), JSON without a
+    # partition, a value that is not base64
+    bad_b64 = '{"partition": 0, "offset": 500, "value": "not base64!!"}'
+    (folder / "part-00009.jsonl").write_text(
+        f'{{this is not json\n\n{{this is not json\n{{"a": 1}}\n{bad_b64}\n'
+    )
     c = decode_hour(spark, cfg, H0)
-    assert c["totals"]["records_quarantined"] == 1 and c["totals"]["unreadable_lines"] == 3
+    assert c["totals"]["records_quarantined"] == 1 and c["totals"]["unreadable_lines"] == 4
     assert c["totals"]["records"] == len(recs)  # the unreadable lines are not records
     q = pq.read_table(cfg.layout.quarantine(H0)).to_pylist()
     by_value: dict[bytes, list[dict[str, object]]] = {}
@@ -117,7 +121,8 @@ def test_garbage_and_unreadable_lines_are_quarantined_with_bytes(spark, tmp_path
     (garbage,) = by_value[b"\x00garbage"]
     assert garbage["offset"] == 99 and "not JSON" in str(garbage["reason"])
     bad = by_value[b"{this is not json"] + by_value[b'{"a": 1}']  # the line's own text
-    assert len(bad) == 3 and len(q) == 4
+    bad += by_value[bad_b64.encode()]  # a value that is not base64 fails no job
+    assert len(bad) == 4 and len(q) == 5
     assert all(str(r["reason"]).endswith("part-00009.jsonl") for r in bad), bad
     assert all(str(r["reason"]).startswith("unreadable dump line in ") for r in bad), bad
     # a Parquet hour has no unreadable lines: no quarantine job for them, nothing written
