@@ -121,7 +121,7 @@ def decode_hour(
         inp = _read_input(spark, cfg, hour, files, copy)
         _decode_to_staging(spark, cfg, hour, inp, staging)
         paired = _pair_across_partitions(spark, staging)
-        decoded = _read_staged(spark, inp, staging)
+        decoded = _read_staged(spark, staging)
         _count_paired(decoded, paired)
         _write_offset_intervals(inp.distinct, staging / "offsets", staging / "offset_hashes")
     checkpoint("decode:staged")
@@ -419,7 +419,7 @@ def _count_paired(decoded: _Decoded, paired: dict[PartitionKey, int]) -> None:
         st[Stat.UPDATE_BEFOR_PAIRED_ACROSS_PARTITIONS] = n
 
 
-def _read_staged(spark: SparkSession, inp: _Input, staging: Path) -> _Decoded:
+def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
     """The decoders' counters, the events per operation, the quarantine's reasons and the
     hour's DDL, read back from the staged output in one aggregate (one job where it was one per
     kind), then the DDL rows themselves only when there are any."""

@@ -124,7 +124,7 @@ class DagsTestServer:
 
     def run(self, argv: list[str], log: Path | None) -> tuple[int | None, str | None]:
         """(exit code, output) of `airflow *argv`; (None, None) when the server is gone."""
-        with tempfile.TemporaryDirectory(prefix="recon-dags-test-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="recon-dags-test-") as tmp:  # a log if none given
             out = log or Path(tmp) / "dags-test.log"
             out.parent.mkdir(parents=True, exist_ok=True)
             with self.changed:

@@ -44,12 +44,13 @@ def get_spark(
         jars = jdbc_jars()
         if jars:
             conf.setdefault("spark.jars", ",".join(jars))
-    elif SparkContext._active_spark_context is None:
+    starting = SparkContext._active_spark_context is None  # else its conf stays as it is
+    if starting and not local:
         SparkContext._ensure_initialized()  # connects to spark-submit's JVM
         submitted = SparkConf()  # what spark-submit set
         conf = {k: v for k, v in submitted.getAll() if k in (DAEMON_CONF, PYTHON_CONF)}
         master = submitted.get("spark.master", "")
-    if SparkContext._active_spark_context is None and _daemon_here(master or "", conf):
+    if starting and _daemon_here(master or "", conf):
         conf[DAEMON_CONF] = DAEMON_MODULE
     for key, value in conf.items():
         builder = builder.config(key, value)

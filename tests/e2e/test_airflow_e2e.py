@@ -117,13 +117,18 @@ def _stages_reported_their_lineage(lineage_file: Path, tmp_path: Path) -> None:
     assert merge["outputs"][0]["namespace"] == f"file://{tmp_path / 'wh_dag'}/iceberg"
 
 
+def _failing_pipeline(tmp_path: Path, name: str) -> None:
+    """A pipeline whose hour H0 has a garbage record: its audit's verdict is `fail`."""
+    recs = sample.to_records(sample.encode_canal_json(sample.workload(START, 1, 6, seed=3)), name)
+    recs.append(RawRecord(name, 0, len(recs), None, b"\x00garbage", recs[-1].ts_ms))
+    write_dump(tmp_path / "raw", name, recs, "jsonl", [H0])
+    write_canal_pipeline(tmp_path / "pipelines", name, tmp_path / "raw", tmp_path / "wh", START)
+
+
 def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -> None:
     """Issue 12 item 5: the audit's `fail` makes the DAG run red and no Asset event is sent
     (the leaf used to run on all_done and the run was green)."""
-    recs = sample.to_records(sample.encode_canal_json(sample.workload(START, 1, 6, seed=3)), "af")
-    recs.append(RawRecord("af", 0, len(recs), None, b"\x00garbage", recs[-1].ts_ms))
-    write_dump(tmp_path / "raw", "af", recs, "jsonl", [H0])
-    write_canal_pipeline(tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh", START)
+    _failing_pipeline(tmp_path, "af")
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
     migrate(env)
     log = tmp_path / "dag.log"
@@ -205,10 +210,7 @@ def test_recon_demo_forks_its_dags_tests_from_one_airflow_interpreter(
     for name, seed in (("fa", 5), ("fb", 6)):
         write_canal_dump(tmp_path / "raw", name, START, 1, seed=seed)
         write_canal_pipeline(tmp_path / "pipelines", name, tmp_path / "raw", tmp_path / "wh", START)
-    bad = sample.to_records(sample.encode_canal_json(sample.workload(START, 1, 6, seed=3)), "fc")
-    bad.append(RawRecord("fc", 0, len(bad), None, b"\x00garbage", bad[-1].ts_ms))
-    write_dump(tmp_path / "raw", "fc", bad, "jsonl", [H0])
-    write_canal_pipeline(tmp_path / "pipelines", "fc", tmp_path / "raw", tmp_path / "wh", START)
+    _failing_pipeline(tmp_path, "fc")
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
     migrate(env)
     real_airflow = airflow_local._airflow
