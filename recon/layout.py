@@ -51,20 +51,23 @@ def raw_hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
     return raw_path / topic / f"dt={h:%Y-%m-%d}" / f"hour={h:%H}"
 
 
-def dump_bytes(raw_path: Path, topics: Iterable[str], hours: Iterable[datetime]) -> int:
-    """The size on disk of the dump files (`part-*`) of `hours` over `topics`: what decides
-    whether a run, or a stage's hour, is small (`recon.ops.sizing`)."""
-    total = 0
+def dump_files(raw_path: Path, topics: Iterable[str], hours: Iterable[datetime]) -> Iterator[Path]:
+    """The dump files (`part-*`) of `hours` over `topics`, hour by hour."""
     for h in hours:
         for topic in topics:
             folder = raw_hour_folder(raw_path, topic, h)
             if folder.is_dir():
-                total += sum(
-                    e.stat().st_size
+                yield from (
+                    Path(e.path)
                     for e in os.scandir(folder)
                     if e.is_file() and e.name.startswith("part-")
                 )
-    return total
+
+
+def dump_bytes(raw_path: Path, topics: Iterable[str], hours: Iterable[datetime]) -> int:
+    """The size on disk of the dump files of `hours` over `topics`: what decides whether a
+    run, or a stage's hour, is small (`recon.ops.sizing`)."""
+    return sum(f.stat().st_size for f in dump_files(raw_path, topics, hours))
 
 
 def pipelines_dir() -> Path:

@@ -4,16 +4,25 @@ code generation (decided per stage). Big runs keep both."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from recon.airflow.dag_factory import SMALL_JVM_TEMPLATE, small_run_jvm
 from recon.config import load_config
 from recon.layout import raw_hour_folder
-from recon.ops.sizing import SMALL_RUN_BYTES, SMALL_RUN_STATE_ROWS, small_run
+from recon.ops.sizing import (
+    SMALL_RUN_BYTES,
+    SMALL_RUN_RECORDS,
+    SMALL_RUN_STATE_ROWS,
+    dump_records,
+    small_run,
+)
 from recon.sparkconf import (
     SMALL_RUN_JVM_OPTIONS,
     cds_jvm_options,
@@ -42,11 +51,28 @@ def pipeline(tmp_path: Path) -> Path:
     return path
 
 
-def _dump(pipeline: Path, topic: str, hour: datetime, size: int) -> None:
+def _folder(pipeline: Path, topic: str, hour: datetime) -> Path:
     folder = raw_hour_folder(pipeline.parent / "raw", topic, hour)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"part-{size}.parquet").write_bytes(b"x" * size)
-    (folder / "_SUCCESS").write_bytes(b"x" * SMALL_RUN_BYTES)  # not a dump file
+    (folder / "_SUCCESS").write_bytes(b"x\n" * SMALL_RUN_RECORDS)  # not a dump file
+    return folder
+
+
+def _dump(pipeline: Path, topic: str, hour: datetime, size: int) -> None:
+    """A dump of `size` bytes and one record (a JSON Lines file of one line)."""
+    (_folder(pipeline, topic, hour) / f"part-{size}.jsonl").write_bytes(b"x" * size)
+
+
+def _parquet(pipeline: Path, topic: str, hour: datetime, rows: int) -> Path:
+    path = _folder(pipeline, topic, hour) / f"part-{rows}.parquet"
+    pq.write_table(pa.table({"value": pa.array([b"v"] * rows, pa.binary())}), path)
+    return path
+
+
+def _jsonl(pipeline: Path, topic: str, hour: datetime, lines: int, gz: bool = False) -> None:
+    body = b"\n".join(b'{"v":1}' for _ in range(lines))  # the last line with no newline
+    name = f"part-{lines}.jsonl" + (".gz" if gz else "")
+    (_folder(pipeline, topic, hour) / name).write_bytes(gzip.compress(body) if gz else body)
 
 
 def _state(pipeline: Path, rows: int | None) -> None:
@@ -76,6 +102,30 @@ def test_a_run_is_small_while_its_dumps_over_every_topic_and_hour_and_its_state_
     assert not small_run(cfg, [h2])  # a big state to rewrite keeps the optimising compiler
     _state(pipeline, None)
     assert small_run(cfg, [h2])  # unreadable: the dumps decide (the merge refuses it anyway)
+
+
+def test_a_run_is_small_while_its_dumps_hold_few_records_whatever_their_bytes(
+    pipeline: Path,
+) -> None:
+    """Session 18: the quick compiler pays up to ~250k records an hour, whatever the format's
+    bytes per message; Parquet footers and JSON Lines lines count, over topics and hours."""
+    cfg = load_config(pipeline)
+    n = SMALL_RUN_RECORDS
+    _parquet(pipeline, "t1", H, n // 2)
+    _jsonl(pipeline, "t2", H, n // 4)
+    assert dump_records(cfg, [H], n) == n // 2 + n // 4 and small_run(cfg, [H])
+    _jsonl(pipeline, "t2", H, n // 4, gz=True)
+    assert dump_records(cfg, [H], n) == n and not small_run(cfg, [H])  # gzipped lines count
+    h2 = H.replace(hour=3)
+    _parquet(pipeline, "t1", h2, n - 1)
+    assert small_run(cfg, [h2])
+    _jsonl(pipeline, "t1", H.replace(hour=4), 1)
+    assert not small_run(cfg, [h2, H.replace(hour=4)])  # the hours add up
+    assert dump_records(cfg, [H, h2], 10) == 10  # counted until the limit only
+    (_parquet(pipeline, "t2", H.replace(hour=5), 3)).write_bytes(b"not parquet")
+    assert not small_run(cfg, [H.replace(hour=5)])  # unreadable: not decided small
+    (_folder(pipeline, "t1", H.replace(hour=6)) / "part-0.crc").write_bytes(b"\n" * n)
+    assert small_run(cfg, [H.replace(hour=6)])  # not a dump the decode reads
 
 
 def test_a_small_runs_driver_jvm_compiles_quickly_and_the_users_options_win(
