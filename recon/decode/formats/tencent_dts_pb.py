@@ -7,6 +7,7 @@ HEARTBEAT / CHECKPOINT. DML rows are positional `oldColumns`/`newColumns` aligne
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from google.protobuf.message import DecodeError as PbDecodeError
@@ -14,7 +15,7 @@ from google.protobuf.message import DecodeError as PbDecodeError
 from recon._proto import tencent_subscribe_pb2 as pb
 from recon.core.ddl import ddl_target
 from recon.core.model import Event, Op, RawRecord
-from recon.core.order import binlog_key, u64
+from recon.core.order import binlog_file_number, binlog_key, kafka_tail, u32, u64
 from recon.core.sqlddl import split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
@@ -56,30 +57,64 @@ _DT_LOGICAL = {
 _OPS: dict[int, Op] = {pb.INSERT: "insert", pb.UPDATE: "update", pb.DELETE: "delete"}
 
 
-def _value(d: pb.Data, logical: str) -> str | None:
-    """One `Data` -> canonical text. NIL is NULL; the caller drops NA before calling."""
-    dt = d.dataType
-    if dt == pb.NIL:
-        return None
-    if dt == pb.BYTES:
-        if logical in ("json", "string", "enum", "set"):
-            return d.bv.decode("utf-8", errors="strict")
-        return b64(d.bv)
-    if dt == pb.STRING:
-        cs = d.charset.lower()
-        if cs == "binary":
-            return b64(d.bv)
-        codec = _CHARSETS.get(cs, cs)
+_NA, _NIL, _BYTES, _STRING = pb.NA, pb.NIL, pb.BYTES, pb.STRING
+_TEXT_LOGICAL = frozenset(("json", "string", "enum", "set"))
+
+
+@functools.lru_cache(maxsize=256)
+def _codec(charset: str) -> str | None:
+    """A `Data.charset` -> its Python codec; None for `binary` (the bytes are the value)."""
+    cs = charset.lower()
+    return None if cs == "binary" else _CHARSETS.get(cs, cs)
+
+
+def _value(d: pb.Data, dt: int, logical: str) -> str | None:
+    """One `Data` (of `dataType` `dt`) -> canonical text. NIL is NULL; the caller drops NA."""
+    if dt == _STRING:
+        charset = d.charset
+        codec = _codec(charset)
+        bv = d.bv
+        if codec is None:
+            return b64(bv)
         try:
-            text = d.bv.decode(codec) if d.bv or not d.sv else d.sv
+            text = bv.decode(codec) if bv or not (sv := d.sv) else sv
         except (LookupError, UnicodeDecodeError) as err:
-            raise DecodeError(f"undecodable string: charset {d.charset!r}: {err}") from None
+            raise DecodeError(f"undecodable string: charset {charset!r}: {err}") from None
         if logical == "timestamp":
             return parse_timestamp_text(text) or text
         if logical == "datetime":
             return normalize_datetime_text(text)
         return text
+    if dt == _NIL:
+        return None
+    if dt == _BYTES:
+        if logical in _TEXT_LOGICAL:
+            return d.bv.decode("utf-8", errors="strict")
+        return b64(d.bv)
     return d.sv
+
+
+def _image(
+    datas: Any, names: list[str], logical: list[str], types: dict[str, str], key: str
+) -> dict[str, str | None]:
+    """One row image (`oldColumns` or `newColumns`): column name -> canonical text, each
+    column's logical type into `types`."""
+    if len(datas) > len(names):
+        raise DecodeError(
+            f"{key}: row has {len(datas)} values but the event names {len(names)} columns"
+        )
+    img: dict[str, str | None] = {}
+    for i, d in enumerate(datas):
+        dt = d.dataType
+        if dt == _NA:
+            continue  # not in this image (minimal row image): not NULL
+        lt = logical[i]
+        if lt == "unknown":
+            lt = _DT_LOGICAL.get(dt, "unknown")
+        name = names[i]
+        types[name] = lt
+        img[name] = _value(d, dt, lt)
+    return img
 
 
 class TencentDtsPbDecoder(StreamDecoder):
@@ -213,54 +248,41 @@ class TencentDtsPbDecoder(StreamDecoder):
         op = _OPS.get(dml.dmlEventType)
         if op is None:
             raise DecodeError(f"unknown dmlEventType {dml.dmlEventType}")
-        cols = list(dml.columns)
+        cols = dml.columns
         names = [c.name for c in cols]
         logical = [mysql_logical_type(c.originalType) for c in cols]
-        pk = [c.name for c in cols if c.isKey]
-        key = f"{h.schemaName}.{h.tableName}"
+        pk = [n for n, c in zip(names, cols, strict=True) if c.isKey]
+        db, tbl = h.schemaName, h.tableName
+        key = f"{db}.{tbl}"
         if not pk:
             pk = list(self.ctx.primary_keys.get(key, []))
+        # what every row of the event shares: its order key's head and Kafka tail
+        seq_id, file, pos = h.seqId, h.fileName, h.position
+        head = u64(seq_id) + u64(binlog_file_number(file)) + u64(pos or 0)
+        tail = kafka_tail(rec.partition, rec.offset)
+        gtid, seq, time_ms = h.gtid or None, str(seq_id), h.timestamp * 1000
+        has_before, has_after = op in ("update", "delete"), op in ("update", "insert")
         out = []
         for row_i, row in enumerate(dml.rows):
             types: dict[str, str] = {}
-
-            def image(datas: list[pb.Data]) -> dict[str, str | None]:
-                if len(datas) > len(cols):
-                    raise DecodeError(
-                        f"{key}: row has {len(datas)} values but the event names {len(cols)} columns"
-                    )
-                img: dict[str, str | None] = {}
-                for i, d in enumerate(datas):
-                    if d.dataType == pb.NA:
-                        continue  # not in this image (minimal row image): not NULL
-                    lt = (
-                        logical[i]
-                        if logical[i] != "unknown"
-                        else _DT_LOGICAL.get(d.dataType, "unknown")
-                    )
-                    types[names[i]] = lt
-                    img[names[i]] = _value(d, lt)
-                return img
-
-            before = image(list(row.oldColumns)) if op in ("update", "delete") else None
-            after = image(list(row.newColumns)) if op in ("update", "insert") else None
+            before = _image(row.oldColumns, names, logical, types, key) if has_before else None
+            after = _image(row.newColumns, names, logical, types, key) if has_after else None
             out.append(
                 Event(
-                    db=h.schemaName,
-                    tbl=h.tableName,
+                    db=db,
+                    tbl=tbl,
                     op=op,
                     pk=pk,
                     before=before,
                     after=after,
                     types=types,
-                    order_key=u64(h.seqId)
-                    + binlog_key(h.fileName, h.position, row_i, rec.partition, rec.offset),
-                    gtid=h.gtid or None,
-                    binlog_file=h.fileName or None,
-                    binlog_pos=h.position,
-                    seq=str(h.seqId),
+                    order_key=head + u32(row_i) + tail,  # = binlog_key after the seqId
+                    gtid=gtid,
+                    binlog_file=file or None,
+                    binlog_pos=pos,
+                    seq=seq,
                     event_index=row_i,
-                    event_time_ms=h.timestamp * 1000,
+                    event_time_ms=time_ms,
                     topic=rec.topic,
                     partition=rec.partition,
                     offset=rec.offset,
