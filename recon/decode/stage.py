@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from recon.config import PipelineConfig
 from recon.core.ddl import apply_ddl
@@ -31,6 +32,7 @@ from recon.decode.base import DecodeContext
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
+from recon.decode.task_files import FILE_ROWS_DDL, commit_task_files, write_task_files
 from recon.faults import checkpoint
 from recon.layout import (
     Layout,
@@ -41,7 +43,7 @@ from recon.layout import (
     replace_dir,
     write_json_atomic,
 )
-from recon.spark.session import SMALL_HOUR_BYTES, arrow_ddl, job_named, sized_for
+from recon.spark.session import SMALL_HOUR_BYTES, job_named, sized_for
 
 PartitionKey = tuple[str, int]
 HASH = "_content_hash"
@@ -336,24 +338,28 @@ def _decode_to_staging(
     )
     fmt = cfg.format
 
+    out = str(staging)
+
     def decode_partition(batches: Any) -> Any:
-        yield from decode_stream(batches, fmt, ctx)
+        yield from write_task_files(decode_stream(batches, fmt, ctx), out)
 
     # one task per Kafka partition stream at most (each stream is decoded in order by one task)
     n_parts = max(1, min(len(inp.stats), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
     decoded = (
         inp.to_decode.repartition(n_parts, "topic", "partition")
         .sortWithinPartitions("topic", "partition", "offset")
-        .mapInArrow(decode_partition, arrow_ddl(OUTPUT_SCHEMA))
+        .mapInArrow(decode_partition, FILE_ROWS_DDL)
     )
     with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
-        decoded.write.partitionBy("kind").parquet(str(staging))
+        # one row per file the successful task attempts wrote (`recon.decode.task_files`)
+        files = [(r["task"], r["kind"], r["path"]) for r in decoded.collect()]
+    commit_task_files(files, staging)
     if inp.unreadable is not None:
         with job_named(spark, "decode: unreadable dump lines to quarantine"):
-            _stage_unreadable(inp.unreadable, decoded, staging)
+            _stage_unreadable(inp.unreadable, staging)
 
 
-def _stage_unreadable(unreadable: DataFrame, decoded: DataFrame, staging: Path) -> None:
+def _stage_unreadable(unreadable: DataFrame, staging: Path) -> None:
     """Dump lines that could not be read at all join the quarantine, with their text."""
     bad = unreadable.select(
         F.lit("quarantine").alias("kind"),
@@ -363,9 +369,10 @@ def _stage_unreadable(unreadable: DataFrame, decoded: DataFrame, staging: Path) 
         F.concat(F.lit("unreadable dump line in "), F.col("file")).alias("reason"),
         F.col("line").alias("raw_value"),
     )
+    output = from_arrow_schema(OUTPUT_SCHEMA)
     for f in OUTPUT_SCHEMA:
         if f.name not in bad.columns:
-            bad = bad.withColumn(f.name, F.lit(None).cast(decoded.schema[f.name].dataType))
+            bad = bad.withColumn(f.name, F.lit(None).cast(output[f.name].dataType))
     out_cols = [f.name for f in OUTPUT_SCHEMA]
     bad.select(*out_cols).write.mode("append").partitionBy("kind").parquet(str(staging))
 

@@ -4,6 +4,9 @@ envelope split across two hours, duplicates within and across hours, a garbage r
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +18,8 @@ from recon.core.model import RawRecord
 from recon.decode.stage import decode_hour
 from recon.demo import sample
 from recon.demo.demo import _straddle_last_envelope, write_dump
-from recon.layout import Layout
+from recon.faults import TASK_POINTS
+from recon.layout import Layout, hour_text
 from tests.support.builders import write_pipeline
 from tests.support.hourly import event_key
 
@@ -301,3 +305,42 @@ def test_a_dataworks_topic_partitioned_by_key_splits_key_changing_updates(
     for x in HOURS:
         report = json.loads(cfg.layout.report(x).read_text())
         assert report["identity"]["balanced"] is True, report["identity"]
+
+
+def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_duplicates(
+    tmp_path: Path,
+) -> None:
+    """The decode tasks write their own files (`recon.decode.task_files`): an attempt that
+    failed after writing them counts for nothing, the retry Spark ran is the one committed
+    (a real `recon decode` with one task retry allowed, `local[2,2]`)."""
+    fmt = "canal_json"
+    cfg_file = _pipeline(
+        tmp_path, fmt, sample.to_records(sample.ENCODERS[fmt](TXNS), f"t_{fmt}"), "jsonl"
+    )
+    marker = tmp_path / "failed-once"
+    env = {
+        **os.environ,
+        "RECON_FAIL_ONCE": TASK_POINTS[0],
+        "RECON_FAIL_FILE": str(marker),
+        "RECON_SPARK_MASTER": "local[2,2]",
+        "RECON_SHUFFLE_PARTITIONS": "2",
+    }
+    for h in HOURS:
+        run = subprocess.run(
+            [sys.executable, "-m", "recon.cli", "decode", "--pipeline", str(cfg_file), "--hour", hour_text(h)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert marker.is_file()  # the first hour's task failed once, after writing its files
+    cfg = load_config(cfg_file)
+    assert sorted(map(event_key, _events(cfg.warehouse, cfg.name))) == sorted(
+        map(event_key, _reference(fmt))
+    )
+    counters = json.loads(cfg.layout.decode_counters(HOURS[0]).read_text())
+    totals = counters["totals"]  # the decoders' counters of one attempt, not of two
+    assert totals["records_consumed"] == totals["records_in"] == totals["records"] > 0
+    assert counters["quarantine_reasons"] == {}
+    assert not list(cfg.warehouse.rglob("_tasks"))  # no attempt's folder is left behind
