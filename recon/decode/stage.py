@@ -336,9 +336,7 @@ def _decode_to_staging(
         tables=table_defs_before(cfg, hour),
         primary_keys={n: list(t.primary_key) for n, t in cfg.tables.items() if t.primary_key},
     )
-    fmt = cfg.format
-
-    out = str(staging)
+    fmt, out = cfg.format, str(staging)
 
     def decode_partition(batches: Any) -> Any:
         yield from write_task_files(decode_stream(batches, fmt, ctx), out)
