@@ -51,6 +51,11 @@ def raw_hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
     return raw_path / topic / f"dt={h:%Y-%m-%d}" / f"hour={h:%H}"
 
 
+PARQUET_DUMP = ".parquet"
+JSONL_DUMPS = (".jsonl", ".jsonl.gz")
+"""How dump files (`part-*`) end: the decode reads these and no others."""
+
+
 def dump_files(raw_path: Path, topics: Iterable[str], hours: Iterable[datetime]) -> Iterator[Path]:
     """The dump files (`part-*`) of `hours` over `topics`, hour by hour."""
     for h in hours:

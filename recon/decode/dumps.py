@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from recon.errors import ReconError
 from recon.hours import format_hour
-from recon.layout import raw_hour_folder
+from recon.layout import JSONL_DUMPS, PARQUET_DUMP, raw_hour_folder
 
 JSONL_SCHEMA = (
     "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp BIGINT, "
@@ -54,14 +54,9 @@ def list_hour(raw_path: Path, topic: str, hour: datetime) -> HourFiles:
     if not folder.is_dir():
         return HourFiles(topic, folder, False, (), ())
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
-    parquet = tuple(
-        str(folder / n) for n in names if n.startswith("part-") and n.endswith(".parquet")
-    )
-    jsonl = tuple(
-        str(folder / n)
-        for n in names
-        if n.startswith("part-") and (n.endswith(".jsonl") or n.endswith(".jsonl.gz"))
-    )
+    parts = [n for n in names if n.startswith("part-")]
+    parquet = tuple(str(folder / n) for n in parts if n.endswith(PARQUET_DUMP))
+    jsonl = tuple(str(folder / n) for n in parts if n.endswith(JSONL_DUMPS))
     return HourFiles(topic, folder, (folder / "_SUCCESS").is_file(), parquet, jsonl)
 
 

@@ -29,13 +29,12 @@ from recon.core.model import OUTPUT_SCHEMA
 from recon.faults import fail_once
 
 TASKS = "_tasks"  # under the staging folder; Spark's readers skip names starting with `_`
-FILE_ROWS_DDL = "task int, kind string, path string, rows long"
+FILE_ROWS_DDL = "task int, kind string, path string"
 _FILE_ROWS = pa.schema(
     [
         pa.field("task", pa.int32()),
         pa.field("kind", pa.string()),
         pa.field("path", pa.string()),
-        pa.field("rows", pa.int64()),
     ]
 )
 _FILE_SCHEMA = OUTPUT_SCHEMA.remove(OUTPUT_SCHEMA.get_field_index("kind"))  # kind: the folder
@@ -46,8 +45,7 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
     Parquet file per row kind, then yield one row per file (`FILE_ROWS_DDL`)."""
     tc = TaskContext.get()
     task, attempt = (tc.partitionId(), tc.taskAttemptId()) if tc else (0, 0)
-    folder = Path(staging) / TASKS / f"{task:05d}-{attempt}"
-    shutil.rmtree(folder, ignore_errors=True)
+    folder = Path(staging) / TASKS / f"{task:05d}-{attempt}"  # the attempt's id is unique
     files: dict[str, _KindFile] = {}
     try:
         for batch in batches:
@@ -69,7 +67,6 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
                 "task": [task] * len(kinds),
                 "kind": kinds,
                 "path": [str(files[k].path) for k in kinds],
-                "rows": [files[k].rows for k in kinds],
             },
             schema=_FILE_ROWS,
         )
@@ -85,7 +82,6 @@ class _KindFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.rows = 0
         self.held: list[pa.RecordBatch] = []
         self.held_bytes = 0
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +90,6 @@ class _KindFile:
     def add(self, batch: pa.RecordBatch) -> None:
         self.held.append(batch)
         self.held_bytes += batch.nbytes
-        self.rows += batch.num_rows
         if self.held_bytes >= ROW_GROUP_BYTES:
             self.flush()
 

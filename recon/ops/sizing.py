@@ -34,7 +34,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from recon.config import PipelineConfig
-from recon.layout import dump_bytes, dump_files
+from recon.layout import JSONL_DUMPS, PARQUET_DUMP, dump_bytes, dump_files
 from recon.merge.manifest import load_manifest, state_rows
 
 SMALL_RUN_RECORDS = 150_000
@@ -69,12 +69,12 @@ def dump_records(cfg: PipelineConfig, hours: list[datetime], limit: int) -> int:
 
 
 def _records(path: Path, limit: int) -> int:
-    if path.name.endswith(".parquet"):
+    if path.name.endswith(PARQUET_DUMP):
         try:
             return int(pq.read_metadata(path).num_rows)
         except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
             return limit
-    if not path.name.endswith((".jsonl", ".jsonl.gz")):
+    if not path.name.endswith(JSONL_DUMPS):
         return 0  # not a dump the decode reads
     opener = gzip.open if path.name.endswith(".gz") else open
     lines, last = 0, b"\n"
