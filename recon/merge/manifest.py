@@ -53,6 +53,10 @@ class SnapshotInfo(TypedDict):
 class Manifest(TypedDict):
     version: int
     hours: list[str]
+    """Every hour a merge applied to the state (for rollback and expiry)."""
+    partial_hours: NotRequired[dict[str, list[str]]]
+    """Hours of `hours` merged for some tables only (a run limited by `--tables`): hour -> the
+    tables merged. An hour leaves it once every configured table has been merged."""
     snapshot: SnapshotInfo | None
     tables: dict[str, TableEntry]
     last_run: NotRequired[dict[str, str]]
@@ -123,6 +127,23 @@ def save_manifest(
         write_json_atomic(layout.saved_manifest(hour), man, indent=1, sort_keys=True)
 
 
+def merged_tables(man: Manifest, H: str, names: list[str], configured: list[str]) -> Manifest:
+    """`man` with hour H merged for `names`: H joins `hours`, and stays in `partial_hours`
+    (with the tables merged so far) until every configured table has been merged. An hour
+    merged for every table before stays so when a run limited to some tables merges it again."""
+    new = copy_manifest(man)
+    partial = dict(man.get("partial_hours", {}))
+    if H not in man["hours"] or H in partial:
+        merged = set(partial.get(H, [])) | set(names)
+        if merged >= set(configured):
+            partial.pop(H, None)
+        else:
+            partial[H] = sorted(merged)
+    new["hours"] = sorted(set(man["hours"]) | {H})
+    new["partial_hours"] = partial
+    return new
+
+
 def copy_manifest(man: Manifest) -> Manifest:
     return copy.deepcopy(man)
 
@@ -151,6 +172,7 @@ def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> Manifes
         new["tables"].pop(n, None)
     if not new["tables"]:
         new["hours"], new["snapshot"] = [], None
+        new.pop("partial_hours", None)
     new["version"] = man["version"] + 1
     new["reset"] = {"tables": names, "version_before": man["version"]}
     save_manifest(cfg, new, expected=man["version"])
@@ -195,6 +217,7 @@ def rollback_state(
         **old,
         "version": cur["version"] + 1,
         "hours": [h for h in old["hours"] if h <= H],
+        "partial_hours": {h: t for h, t in old.get("partial_hours", {}).items() if h <= H},
         "rolled_back": {"to_hour": H, "version_before": cur["version"]},
     }
     save_manifest(cfg, new, expected=cur["version"])

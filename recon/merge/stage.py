@@ -43,6 +43,7 @@ from recon.merge.manifest import (
     check_tables,
     copy_manifest,
     load_manifest,
+    merged_tables,
     save_manifest,
     state_rows,
 )
@@ -140,7 +141,9 @@ class _HourMerge:
     def run(self, publish: bool, limited: bool) -> MergeResult:
         self.man = load_manifest(self.cfg)
         check_state_matches_tables(self.cfg, self.man, self.names, self.H)
-        self.missing = hours_missing(self.cfg.start, self.hour, self.man["hours"])
+        self.missing = hours_missing(
+            self.cfg.start, self.hour, self.man["hours"], self.man.get("partial_hours"), self.names
+        )
         self.read_events()
         stored = self.events
         self.schemas, self.schema_changed, self.events = resolve_schemas(
@@ -388,8 +391,9 @@ class _HourMerge:
         }
 
     def commit_manifest(self, new_man: Manifest) -> None:
+        merged = merged_tables(self.man, self.H, self.names, list(self.cfg.tables))
         new_man["version"] = self.man["version"] + 1
-        new_man["hours"] = sorted(set(self.man["hours"]) | {self.H})
+        new_man["hours"], new_man["partial_hours"] = merged["hours"], merged["partial_hours"]
         new_man["snapshot"] = self.snapshot_info
         new_man["last_run"] = {"run_id": self.run_id, "hour": self.H}
         # kept as the state at the end of the newest merged hour: an earlier hour merged again
@@ -432,13 +436,21 @@ def _rows_at_stake(cfg: PipelineConfig, hour: datetime) -> int:
     return records + state_rows(load_manifest(cfg, allow_missing=True))
 
 
-def hours_missing(start: datetime, hour: datetime, merged: list[str]) -> list[str]:
-    """The hours from `start` up to `hour` (excluded) not among the `merged` ones."""
-    done = set(merged)
+def hours_missing(
+    start: datetime,
+    hour: datetime,
+    merged: list[str],
+    partial: dict[str, list[str]] | None = None,
+    names: list[str] | None = None,
+) -> list[str]:
+    """The hours from `start` up to `hour` (excluded) not among the `merged` ones, or merged
+    (`partial`: hour -> tables) for only some tables and not for one of `names`."""
+    done, partial = set(merged), partial or {}
     out, h = [], start
     while h < hour:
-        if hour_text(h) not in done:
-            out.append(hour_text(h))
+        H = hour_text(h)
+        if H not in done or (H in partial and not set(names or []) <= set(partial[H])):
+            out.append(H)
         h += timedelta(hours=1)
     return out
 

@@ -47,14 +47,29 @@ def _backfill_runs(af: AirflowServices) -> list[dict]:
 def _drop_scheduled_runs(af: AirflowServices) -> None:
     """The DAG is unpaused for the backfill: when the suite crosses an hour boundary the
     scheduler starts the next hour's run, whose sensor waits hours for a dump no one writes (and,
-    with max_active_runs=1, holds manual runs back). These tests are about the backfilled hours."""
-    runs_url = f"/api/v2/dags/{DAG}/dagRuns"
-    for r in af.api("GET", runs_url)["dag_runs"]:
-        if r["run_type"] == "scheduled":
+    with max_active_runs=1, holds manual runs back). These tests are about the backfilled hours.
+    The DAG is paused meanwhile, so the scheduler neither creates another run nor moves one it
+    has in hand back to running between our PATCH and DELETE (the API refuses, 409, to delete a
+    queued or running run); then unpaused again, as manual runs need it."""
+    dag_url = f"/api/v2/dags/{DAG}"
+    af.api("PATCH", dag_url, {"is_paused": True})
+    runs_url = f"{dag_url}/dagRuns"
+
+    def dropped() -> bool:
+        left = [r for r in af.api("GET", runs_url)["dag_runs"] if r["run_type"] == "scheduled"]
+        for r in left:
             run = f"{runs_url}/{r['dag_run_id']}"
-            if r["state"] in ("queued", "running"):  # the API refuses (409) to delete those
-                af.api("PATCH", run, {"state": "failed"})
-            af.api("DELETE", run)
+            try:
+                if r["state"] in ("queued", "running"):
+                    af.api("PATCH", run, {"state": "failed"})
+                af.api("DELETE", run)
+            except urllib.error.HTTPError as e:
+                if e.code not in (404, 409):  # gone already, or moved on since the listing
+                    raise
+        return not left
+
+    af.wait(dropped, 120, "scheduled runs dropped")
+    af.api("PATCH", dag_url, {"is_paused": False})
 
 
 @pytest.fixture(scope="module")

@@ -98,6 +98,26 @@ def test_a_run_limited_to_some_tables_merges_them_and_reports_the_rest(spark, tm
         assert _rows(cfg, t) == _rows(full, t) and len(_rows(cfg, t)) == 9
 
 
+def test_an_hour_merged_for_some_tables_is_missing_for_the_others(spark, tmp_path) -> None:
+    """A manual run limited to s.a merges hour 0 for it alone: hour 1's merge of every table
+    reports hour 0 as missing (s.b's published version lacks its changes) and its audit says
+    so; once s.b has hour 0 too, hour 1 merged again reports nothing missing."""
+    cfg = pipeline(tmp_path / "part", TABLES)
+    _hours(cfg)
+    merge_hour(spark, cfg, hour(0), buckets=4, tables=["s.a"])
+    assert load_manifest(cfg)["partial_hours"] == {format_hour(hour(0)): ["s.a"]}
+    r = merge_hour(spark, cfg, hour(1), buckets=4)
+    assert r["hours_missing_before"] == [format_hour(hour(0))]
+    order = [f for f in audit_hour(spark, cfg, hour(1))["findings"] if f["kind"] == "hour_order"]
+    assert len(order) == 1 and format_hour(hour(0)) in order[0]["message"]
+    # only s.a merged again for hour 1: hour 0 is merged for s.a, so nothing is missing for it
+    assert merge_hour(spark, cfg, hour(1), buckets=4, tables=["s.a"])["hours_missing_before"] == []
+    merge_hour(spark, cfg, hour(0), buckets=4, tables=["s.b"])
+    assert load_manifest(cfg)["partial_hours"] == {}
+    assert merge_hour(spark, cfg, hour(1), buckets=4)["hours_missing_before"] == []
+    assert not [f for f in audit_hour(spark, cfg, hour(1))["findings"] if f["kind"] == "hour_order"]
+
+
 def test_rebuild_brings_a_table_added_later_up_to_date_from_the_snapshot(spark, tmp_path) -> None:
     snap = _snapshot(tmp_path / "snap")
     cfg = pipeline(tmp_path / "p", {"s.a": TABLES["s.a"]}, snapshot=snap)

@@ -231,6 +231,14 @@ def test_hours_out_of_order_are_findings() -> None:
         "2026-01-01T03",
     ]
     assert hours_missing(start, start, []) == []
+    # an hour merged for some tables only is missing for the others
+    partial = {"2026-01-01T00": ["s.a"]}
+    t2 = start + timedelta(hours=2)
+    assert hours_missing(start, t2, merged, partial, ["s.a"]) == ["2026-01-01T01"]
+    assert hours_missing(start, t2, merged, partial, ["s.a", "s.b"]) == [
+        "2026-01-01T00",
+        "2026-01-01T01",
+    ]
 
     in_order = _dec(records_carried_in=2)
     in_order["previous_carried_out"] = 2
