@@ -41,21 +41,22 @@ def _raw_row(kind: str, rec: RawRecord, **extra: object) -> dict[str, object]:
 
 
 _EVENT_NAMES = tuple(f.name for f in EVENT_FIELDS)
-_EVENT_VALUES = operator.attrgetter(*_EVENT_NAMES)
+_EVENT_GETTERS = tuple((n, operator.attrgetter(n)) for n in _EVENT_NAMES)
 
 
 def _event_batch(events: list[Event], kind: str) -> pa.RecordBatch:
     """Events as an Arrow batch of the output schema, built column by column (a dict per row
     and `from_pylist` cost a third of the decode's time)."""
     n = len(events)
-    # one C-level call per event for all its fields, then transposed to columns
-    columns = dict(zip(_EVENT_NAMES, zip(*map(_EVENT_VALUES, events), strict=True), strict=True))
+    # a column per field, each read by a C-level map over the events (2.7x faster than one
+    # getter of every field per event transposed by `zip(*rows)`)
+    columns = {name: list(map(get, events)) for name, get in _EVENT_GETTERS}
     arrays = []
     for f in OUTPUT_SCHEMA:
         if f.name == "kind":
             arrays.append(pa.array([kind] * n, f.type))
         elif f.name in columns:
-            values = list(columns[f.name])
+            values = columns[f.name]
             if pa.types.is_map(f.type) or pa.types.is_list(f.type):
                 arrays.append(_nested_array(values, f.type))
             else:
@@ -118,6 +119,9 @@ class _StreamDriver:
         self.current: tuple[str, int] | None = None
         self.dec: StreamDecoder | None = None
         self.carry: list[RawRecord] = []
+        # the current stream's per-record counters, added to the sink's when it ends (a
+        # counter update per record and per counter cost ~5% of a JSON decode)
+        self.n_in = self.n_carried_in = self.n_consumed = 0
 
     def feed(self, rec: RawRecord) -> None:
         key = (rec.topic, rec.partition)
@@ -125,7 +129,10 @@ class _StreamDriver:
             self.finish()
             self.current = key
             self.dec = self.cls(self.ctx, self.sink)
-        self.sink.count(rec, Stat.RECORDS_CARRIED_IN if rec.carried else Stat.RECORDS_IN)
+        if rec.carried:
+            self.n_carried_in += 1
+        else:
+            self.n_in += 1
         try:
             self.dec.feed(rec)
         except Exception as err:  # noqa: BLE001 - a decoder bug quarantines, never crashes
@@ -137,20 +144,38 @@ class _StreamDriver:
         quarantined it, and those held before that the decoder released (counted once each,
         independently of the other dispositions: the audit's identity compares them)."""
         sink = self.sink
+        released = sink.released
         if fed is not None:
             k = (fed.topic, fed.partition, fed.offset)
             if k not in sink.held and k not in sink.quarantined:
-                sink.released[k] = fed
-        for k, r in sink.released.items():
+                if not released:  # the common case: the record fed, alone
+                    self.n_consumed += 1
+                    return
+                released[k] = fed
+        for k, r in released.items():
             if k not in sink.quarantined:
                 sink.count(r, Stat.RECORDS_CONSUMED)
-        sink.released.clear()
+        released.clear()
+
+    def _add_stream_counts(self) -> None:
+        if self.current is None:
+            return
+        topic, partition = self.current
+        for stat, n in (
+            (Stat.RECORDS_IN, self.n_in),
+            (Stat.RECORDS_CARRIED_IN, self.n_carried_in),
+            (Stat.RECORDS_CONSUMED, self.n_consumed),
+        ):
+            if n:
+                self.sink.stats[(topic, partition, str(stat))] += n
+        self.n_in = self.n_carried_in = self.n_consumed = 0
 
     def finish(self) -> None:
         """End of the current stream: what its decoder carries to the next hour. Every record
         it still holds must be in that carry; one that is not was lost by the decoder."""
         if self.dec is None or self.current is None:
             return
+        self._add_stream_counts()
         topic, partition = self.current
         sink = self.sink
         try:
@@ -193,19 +218,10 @@ class _StreamDriver:
 
 
 def _records(batch: pa.RecordBatch) -> Iterator[RawRecord]:
-    cols = {n: batch.column(n).to_pylist() for n in _RAW_NAMES}
-    for i in range(batch.num_rows):
-        yield RawRecord(
-            topic=cols["topic"][i],
-            partition=cols["partition"][i],
-            offset=cols["offset"][i],
-            key=cols["key"][i],
-            value=cols["value"][i],
-            ts_ms=cols["ts_ms"][i],
-            headers=cols["headers"][i],
-            carried=bool(cols["carried"][i]),
-            skip=cols["skip"][i] or 0,
-        )
+    cols = [batch.column(n).to_pylist() for n in _RAW_NAMES]
+    # positional, in RawRecord's field order (`_RAW_NAMES`)
+    for topic, part, offset, key, value, ts_ms, headers, carried, skip in zip(*cols, strict=True):
+        yield RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
 
 
 def decode_stream(
