@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -29,6 +30,7 @@ from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
+from recon.decode.copy_input import BAD_FILE, decode_copy_files
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
@@ -47,7 +49,9 @@ from recon.spark.session import SMALL_HOUR_BYTES, job_named, sized_for
 
 PartitionKey = tuple[str, int]
 HASH = "_content_hash"
-BAD_FILE = "_unreadable_in"
+COPY_INPUT = True
+"""Decoders read the staging copy themselves when no earlier hour read its offsets (the tests
+turn it off to compare with the shuffled input every hour used before)."""
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,12 @@ class _Input:
     """Records at an offset an earlier hour (or this one) read with other content."""
     to_decode: DataFrame
     carried_in_available: bool
+    copy: Path
+    """The hour's staging copy: partitioned by (topic, partition), sorted by offset."""
+    copy_is_input: bool
+    """No record of the copy was read by an earlier hour: the decoders read the copy's files
+    themselves (`recon.decode.copy_input`), with the carried-in records."""
+    carry_in: Path | None
 
 
 @dataclass
@@ -152,36 +162,10 @@ def _read_input(
     dumps: the counters, the offsets kept for later hours and the decode read that copy, not
     the dumps again (it was three passes and three shuffles of the dumps)."""
     records, unreadable = read_hour(spark, files)
-    # a record is a duplicate when its offset AND its content (key and value) were seen: the
-    # same offset with other content is a topic re-created or a cluster moved (offset reset)
-    keys = ["topic", "partition", "offset", HASH]
-    rest = [c for c in records.columns if c not in keys]
-    # one sort after the shuffle (a window), not a sort-based aggregate, which also sorts the
-    # whole hour before the shuffle to pre-aggregate copies that are rare; the copy kept is
-    # the earliest by Kafka timestamp
-    copies = Window.partitionBy(*keys)
-    once = (
-        records.withColumn(HASH, F.xxhash64("key", "value"))
-        .withColumn("_copies", F.count("*").over(copies))
-        .withColumn("_nth", F.row_number().over(copies.orderBy("ts_ms")))
-        .where(F.col("_nth") == 1)
-        .select(*keys, "_copies", *rest, F.lit(None).cast("string").alias(BAD_FILE))
-    )
-    if unreadable is not None:
-        # JSON lines that could not be read ride along in the same copy (their file in
-        # `BAD_FILE`, their text as the value): the dumps are parsed once, and the quarantine
-        # of unreadable lines costs a job only in an hour that has some
-        once = once.unionByName(
-            unreadable.select(
-                "topic",
-                F.col("file").alias(BAD_FILE),
-                F.col("line").cast("binary").alias("value"),  # its bytes as read
-                F.lit(1).cast("long").alias("_copies"),
-            ),
-            allowMissingColumns=True,
-        )
+    once = _each_record_once(spark, records, unreadable)
     with job_named(spark, "decode: the hour's records once, to a staging copy"):
-        once.write.parquet(str(copy))
+        # a file per task, never split: a partition's records stay in one file
+        once.write.option("maxRecordsPerFile", 0).parquet(str(copy))
     # no cache: each pass re-reads the copy in bounded splits, so a task holds a slice of the
     # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
     # empty hour writes no file to infer it from
@@ -200,7 +184,51 @@ def _read_input(
     carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
     carried_in = has_parquet(carry_dir)
     to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
-    return _Input(bad, distinct, stats, cross_dups, resets, to_decode, carried_in)
+    return _Input(
+        bad, distinct, stats, cross_dups, resets, to_decode, carried_in,
+        copy=copy, copy_is_input=seen is None, carry_in=carry_dir if carried_in else None,
+    )  # fmt: skip
+
+
+def _each_record_once(
+    spark: SparkSession, records: DataFrame, unreadable: DataFrame | None
+) -> DataFrame:
+    """Each (offset, content) of the hour once, with its copy count (`_copies`), and the
+    unreadable JSON lines beside them (`BAD_FILE` set)."""
+    # a record is a duplicate when its offset AND its content (key and value) were seen: the
+    # same offset with other content is a topic re-created or a cluster moved (offset reset)
+    keys = ["topic", "partition", "offset", HASH]
+    rest = [c for c in records.columns if c not in keys]
+    # one sort after the shuffle (a window), not a sort-based aggregate, which also sorts the
+    # whole hour before the shuffle to pre-aggregate copies that are rare; the copy kept is
+    # the earliest by Kafka timestamp. The shuffle is by Kafka partition (which clusters the
+    # window's keys too), so the copy holds each partition's records in one file, sorted by
+    # offset: what its decoder reads (`recon.decode.copy_input`)
+    copies = Window.partitionBy(*keys).orderBy("ts_ms")
+    every_copy = copies.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    n_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    once = (
+        records.withColumn(HASH, F.xxhash64("key", "value"))
+        .repartition(n_parts, "topic", "partition")
+        .withColumn("_copies", F.count("*").over(every_copy))
+        .withColumn("_nth", F.row_number().over(copies))
+        .where(F.col("_nth") == 1)
+        .select(*keys, "_copies", *rest, F.lit(None).cast("string").alias(BAD_FILE))
+    )
+    if unreadable is not None:
+        # JSON lines that could not be read ride along in the same copy (their file in
+        # `BAD_FILE`, their text as the value): the dumps are parsed once, and the quarantine
+        # of unreadable lines costs a job only in an hour that has some
+        once = once.unionByName(
+            unreadable.select(
+                "topic",
+                F.col("file").alias(BAD_FILE),
+                F.col("line").cast("binary").alias("value"),  # its bytes as read
+                F.lit(1).cast("long").alias("_copies"),
+            ),
+            allowMissingColumns=True,
+        )
+    return once
 
 
 def _input_stats(staged: DataFrame) -> tuple[dict[PartitionKey, dict[str, Any]], int]:
@@ -337,24 +365,56 @@ def _decode_to_staging(
         primary_keys={n: list(t.primary_key) for n, t in cfg.tables.items() if t.primary_key},
     )
     fmt, out = cfg.format, str(staging)
+    if inp.copy_is_input and COPY_INPUT:
+        files = _decode_copy(spark, fmt, ctx, inp, out)
+    else:
 
-    def decode_partition(batches: Any) -> Any:
-        yield from write_task_files(decode_stream(batches, fmt, ctx), out)
+        def decode_partition(batches: Any) -> Any:
+            yield from write_task_files(decode_stream(batches, fmt, ctx), out)
 
-    # one task per Kafka partition stream at most (each stream is decoded in order by one task)
-    n_parts = max(1, min(len(inp.stats), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
-    decoded = (
-        inp.to_decode.repartition(n_parts, "topic", "partition")
-        .sortWithinPartitions("topic", "partition", "offset")
-        .mapInArrow(decode_partition, FILE_ROWS_DDL)
-    )
-    with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
-        # one row per file the successful task attempts wrote (`recon.decode.task_files`)
-        files = [(r["task"], r["kind"], r["path"]) for r in decoded.collect()]
+        # one task per Kafka partition stream at most (each is decoded in order by one task)
+        shuffle_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+        n_parts = max(1, min(len(inp.stats), shuffle_parts))
+        decoded = (
+            inp.to_decode.repartition(n_parts, "topic", "partition")
+            .sortWithinPartitions("topic", "partition", "offset")
+            .mapInArrow(decode_partition, FILE_ROWS_DDL)
+        )
+        with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
+            # one row per file the successful task attempts wrote (`recon.decode.task_files`)
+            files = [(r["task"], r["kind"], r["path"]) for r in decoded.collect()]
     commit_task_files(files, staging)
     if inp.unreadable is not None:
         with job_named(spark, "decode: unreadable dump lines to quarantine"):
             _stage_unreadable(inp.unreadable, staging)
+
+
+def _decode_copy(
+    spark: SparkSession, fmt: str, ctx: DecodeContext, inp: _Input, out: str
+) -> list[tuple[int, str, str]]:
+    """The decoders over the copy's files, a task per file (`recon.decode.copy_input`), and
+    one for the partitions that only have carried-in records. Returns the file rows of the
+    successful task attempts (`recon.decode.task_files`)."""
+    tasks: list[str | None] = [*sorted(str(f) for f in inp.copy.glob("*.parquet"))]
+    carry = None if inp.carry_in is None else str(inp.carry_in)
+    carried_only: list[PartitionKey] = []
+    if carry is not None:
+        in_carry = pq.read_table(carry, columns=["topic", "partition"]).group_by(
+            ["topic", "partition"]
+        )
+        parts = in_carry.aggregate([]).to_pylist()
+        carried_only = sorted({(r["topic"], r["partition"]) for r in parts} - set(inp.stats))
+        if carried_only:
+            tasks.append(None)
+    if not tasks:
+        return []
+
+    def decode_files(files: Any) -> Any:
+        return decode_copy_files(files, fmt, ctx, carry, carried_only, out)
+
+    rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(decode_files)
+    with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
+        return rdd.collect()
 
 
 def _stage_unreadable(unreadable: DataFrame, staging: Path) -> None:

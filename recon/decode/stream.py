@@ -10,7 +10,9 @@ counters. No record is dropped without a counter or a quarantine row.
 from __future__ import annotations
 
 import operator
+from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -122,11 +124,17 @@ class _StreamDriver:
         # the current stream's per-record counters, added to the sink's when it ends (a
         # counter update per record and per counter cost ~5% of a JSON decode)
         self.n_in = self.n_carried_in = self.n_consumed = 0
+        self.ended: set[tuple[str, int]] = set()
 
     def feed(self, rec: RawRecord) -> None:
         key = (rec.topic, rec.partition)
         if key != self.current or self.dec is None:
             self.finish()
+            if key in self.ended:  # two decoders for one partition would pair and count wrong
+                raise RuntimeError(
+                    f"records of {key[0]}[{key[1]}] came after another partition's: the decode "
+                    "input is not grouped by partition (a bug)"
+                )
             self.current = key
             self.dec = self.cls(self.ctx, self.sink)
         if rec.carried:
@@ -205,6 +213,7 @@ class _StreamDriver:
             )
         sink.held.clear()
         sink.quarantined.clear()
+        self.ended.add(self.current)
         self.dec = None
 
     def drain(self) -> list[pa.RecordBatch]:
@@ -217,7 +226,7 @@ class _StreamDriver:
         ]
 
 
-def _records(batch: pa.RecordBatch) -> Iterator[RawRecord]:
+def records_of(batch: pa.RecordBatch) -> Iterator[RawRecord]:
     cols = [batch.column(n).to_pylist() for n in _RAW_NAMES]
     # positional, in RawRecord's field order (`_RAW_NAMES`)
     for topic, part, offset, key, value, ts_ms, headers, carried, skip in zip(*cols, strict=True):
@@ -227,11 +236,20 @@ def _records(batch: pa.RecordBatch) -> Iterator[RawRecord]:
 def decode_stream(
     batches: Iterable[pa.RecordBatch], fmt: str, ctx: DecodeContext
 ) -> Iterator[pa.RecordBatch]:
+    """Decode raw-record batches (`RAW_SCHEMA`) sorted by (topic, partition, offset)."""
+    return decode_raw(chain.from_iterable(map(records_of, batches)), fmt, ctx)
+
+
+def decode_raw(
+    records: Iterable[RawRecord], fmt: str, ctx: DecodeContext
+) -> Iterator[pa.RecordBatch]:
+    """Decode raw records sorted by (topic, partition, offset): output batches of
+    `OUTPUT_SCHEMA` (events, quarantine, carry, then the counters)."""
     driver = _StreamDriver(fmt, ctx)
-    for batch in batches:
-        for rec in _records(batch):
-            driver.feed(rec)
-        if len(driver.sink.events) + len(driver.sink.quarantine) >= _FLUSH_ROWS:
+    sink = driver.sink
+    for rec in records:
+        driver.feed(rec)
+        if len(sink.events) + len(sink.quarantine) >= _FLUSH_ROWS:
             yield from driver.drain()
     driver.finish()
     yield from driver.drain()
@@ -250,3 +268,24 @@ def decode_records(
     )
     out = list(decode_stream([batch], fmt, ctx or DecodeContext()))
     return pa.Table.from_batches(out, schema=OUTPUT_SCHEMA)
+
+
+def with_carried(
+    records: Iterable[RawRecord], carried: dict[tuple[str, int], list[RawRecord]]
+) -> Iterator[RawRecord]:
+    """The hour's records (sorted by topic, partition, offset) with the carried-in records of
+    their partitions (`carried`: sorted by offset per partition) merged in by offset, a carried
+    record before an hour's record of the same offset. Carried records of partitions that
+    `records` does not hold are left out (another task decodes those)."""
+    current: tuple[str, int] | None = None
+    pending: deque[RawRecord] = deque()
+    for rec in records:
+        key = (rec.topic, rec.partition)
+        if key != current:
+            yield from pending  # the rest of the partition before: offsets after the hour's
+            current = key
+            pending = deque(carried.get(key, ()))
+        while pending and pending[0].offset <= rec.offset:
+            yield pending.popleft()
+        yield rec
+    yield from pending
