@@ -127,11 +127,13 @@ def save_manifest(
         write_json_atomic(layout.saved_manifest(hour), man, indent=1, sort_keys=True)
 
 
-def merged_tables(man: Manifest, H: str, names: list[str], configured: list[str]) -> Manifest:
-    """`man` with hour H merged for `names`: H joins `hours`, and stays in `partial_hours`
-    (with the tables merged so far) until every configured table has been merged. An hour
-    merged for every table before stays so when a run limited to some tables merges it again."""
-    new = copy_manifest(man)
+def merged_hours(
+    man: Manifest, H: str, names: list[str], configured: list[str]
+) -> tuple[list[str], dict[str, list[str]]]:
+    """(hours, partial hours) of `man` once hour H is merged for `names`: H joins the hours, and
+    stays partial (with the tables merged so far) until every configured table has been merged.
+    An hour merged for every table before stays so when a run limited to some tables merges it
+    again."""
     partial = dict(man.get("partial_hours", {}))
     if H not in man["hours"] or H in partial:
         merged = set(partial.get(H, [])) | set(names)
@@ -139,9 +141,7 @@ def merged_tables(man: Manifest, H: str, names: list[str], configured: list[str]
             partial.pop(H, None)
         else:
             partial[H] = sorted(merged)
-    new["hours"] = sorted(set(man["hours"]) | {H})
-    new["partial_hours"] = partial
-    return new
+    return sorted(set(man["hours"]) | {H}), partial
 
 
 def copy_manifest(man: Manifest) -> Manifest:

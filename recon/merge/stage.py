@@ -43,7 +43,7 @@ from recon.merge.manifest import (
     check_tables,
     copy_manifest,
     load_manifest,
-    merged_tables,
+    merged_hours,
     save_manifest,
     state_rows,
 )
@@ -391,9 +391,10 @@ class _HourMerge:
         }
 
     def commit_manifest(self, new_man: Manifest) -> None:
-        merged = merged_tables(self.man, self.H, self.names, list(self.cfg.tables))
         new_man["version"] = self.man["version"] + 1
-        new_man["hours"], new_man["partial_hours"] = merged["hours"], merged["partial_hours"]
+        new_man["hours"], new_man["partial_hours"] = merged_hours(
+            self.man, self.H, self.names, list(self.cfg.tables)
+        )
         new_man["snapshot"] = self.snapshot_info
         new_man["last_run"] = {"run_id": self.run_id, "hour": self.H}
         # kept as the state at the end of the newest merged hour: an earlier hour merged again

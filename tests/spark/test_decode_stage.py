@@ -15,6 +15,7 @@ import pytest
 
 from recon.config import load_config
 from recon.core.model import RawRecord
+from recon.decode import stage
 from recon.decode.stage import decode_hour
 from recon.demo import sample
 from recon.demo.demo import _straddle_last_envelope, write_dump
@@ -124,8 +125,6 @@ def test_carried_records_decode_the_same_from_the_copy_or_shuffled(
     assert len(moved) == 1
     if partition_ends:
         recs = [r for r in recs if not (r.partition in moved and (r.ts_ms or 0) >= end0)]
-    from recon.decode import stage
-
     calls: list[str] = []
     real = stage._decode_copy
     monkeypatch.setattr(stage, "_decode_copy", lambda *a: calls.append("copy") or real(*a))

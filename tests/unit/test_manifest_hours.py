@@ -4,14 +4,14 @@ say so for the others (the audit's hour_order finding)."""
 
 from __future__ import annotations
 
-from recon.merge.manifest import Manifest, empty_manifest, merged_tables
+from recon.merge.manifest import Manifest, copy_manifest, empty_manifest, merged_hours
 
 ALL = ["s.a", "s.b", "s.c"]
 
 
 def _after(man: Manifest, H: str, names: list[str]) -> Manifest:
-    new = merged_tables(man, H, names, ALL)
-    new["version"] = man["version"] + 1
+    new = copy_manifest(man)
+    new["hours"], new["partial_hours"] = merged_hours(man, H, names, ALL)
     return new
 
 
