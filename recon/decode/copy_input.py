@@ -31,7 +31,7 @@ from recon.layout import has_parquet
 BAD_FILE = "_unreadable_in"
 """The copy's column naming the dump of an unreadable JSON line (null for a record)."""
 _BATCH_ROWS = 10_000
-_CARRY_COLUMNS = {  # carry folder column -> raw record column
+CARRY_COLUMNS = {  # carry folder column -> raw record column (`carried` is set by the reader)
     "topic": "topic",
     "partition": "partition",
     "offset": "offset",
@@ -48,8 +48,8 @@ def read_carried(carry_dir: str | None) -> dict[tuple[str, int], list[RawRecord]
     out: dict[tuple[str, int], list[RawRecord]] = {}
     if carry_dir is None or not has_parquet(Path(carry_dir)):
         return out
-    table = pq.read_table(carry_dir, columns=list(_CARRY_COLUMNS))
-    table = table.rename_columns([_CARRY_COLUMNS[c] for c in table.column_names])
+    table = pq.read_table(carry_dir, columns=list(CARRY_COLUMNS))
+    table = table.rename_columns([CARRY_COLUMNS[c] for c in table.column_names])
     table = table.append_column("carried", pa.array([True] * table.num_rows, pa.bool_()))
     table = table.select([f.name for f in RAW_SCHEMA]).cast(RAW_SCHEMA)
     for batch in table.to_batches():
@@ -83,7 +83,7 @@ def decode_copy_files(
     for f in files:
         if f is None:
             streams.append(chain.from_iterable(carried.get(k, []) for k in sorted(carried_only)))
-        else:
-            streams.append(with_carried(_copy_records(f), carried))
+        else:  # no merge layer on every record when nothing was carried in (most hours)
+            streams.append(with_carried(_copy_records(f), carried) if carried else _copy_records(f))
     for rows in write_task_files(decode_raw(chain.from_iterable(streams), fmt, ctx), staging):
         yield from zip(*(c.to_pylist() for c in rows.columns), strict=True)

@@ -30,7 +30,7 @@ from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
-from recon.decode.copy_input import BAD_FILE, decode_copy_files
+from recon.decode.copy_input import BAD_FILE, CARRY_COLUMNS, decode_copy_files
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
@@ -93,13 +93,17 @@ class _Input:
     resets: dict[PartitionKey, int]
     """Records at an offset an earlier hour (or this one) read with other content."""
     to_decode: DataFrame
-    carried_in_available: bool
     copy: Path
     """The hour's staging copy: partitioned by (topic, partition), sorted by offset."""
     copy_is_input: bool
     """No record of the copy was read by an earlier hour: the decoders read the copy's files
     themselves (`recon.decode.copy_input`), with the carried-in records."""
     carry_in: Path | None
+    """The previous hour's carry folder, when it holds records."""
+
+    @property
+    def carried_in_available(self) -> bool:
+        return self.carry_in is not None
 
 
 @dataclass
@@ -185,7 +189,7 @@ def _read_input(
     carried_in = has_parquet(carry_dir)
     to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
     return _Input(
-        bad, distinct, stats, cross_dups, resets, to_decode, carried_in,
+        bad, distinct, stats, cross_dups, resets, to_decode,
         copy=copy, copy_is_input=seen is None, carry_in=carry_dir if carried_in else None,
     )  # fmt: skip
 
@@ -343,17 +347,8 @@ def _drop_seen_records(
 
 def _carried_records(spark: SparkSession, carry_dir: Path) -> DataFrame:
     """The previous hour's carried records, in the raw record shape, marked as carried."""
-    return spark.read.parquet(str(carry_dir)).select(
-        "topic",
-        "partition",
-        "offset",
-        F.col("raw_key").alias("key"),
-        F.col("raw_value").alias("value"),
-        F.col("raw_ts_ms").alias("ts_ms"),
-        F.col("raw_headers").alias("headers"),
-        F.lit(True).alias("carried"),
-        "skip",
-    )
+    cols = [F.col(c).alias(raw) for c, raw in CARRY_COLUMNS.items()]
+    return spark.read.parquet(str(carry_dir)).select(*cols, F.lit(True).alias("carried"))
 
 
 def _decode_to_staging(
