@@ -6,6 +6,7 @@ merged, so a row keeps its identity across a schema change."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
@@ -20,8 +21,59 @@ from recon.layout import hour_text
 from recon.merge.manifest import Manifest
 
 
+@dataclass
+class HourSummary:
+    """What the merge needs to know about an hour's events before it reads them again, from
+    one aggregate (`summarize_hour`): the count per table and op, the DDL rows, and each
+    distinct shape of the images as they arrived (before renames and drops are applied)."""
+
+    by_table_op: dict[str, dict[str, int]] = field(default_factory=dict)
+    ddl: list[tuple[str, str, str]] = field(default_factory=list)
+    """(table, statement, hex of its order key)"""
+    shapes: list[tuple[str, str | None, str | None, str | None, str | None]] = field(
+        default_factory=list
+    )
+    """(table, image columns, types, primary key, defaults), each as Spark's JSON text"""
+
+
+def summarize_hour(events: DataFrame) -> HourSummary:
+    """The hour's counts, DDL rows and image shapes in one job (they were three passes over
+    the events): the groups are few (tables x ops x shapes, one per DDL statement)."""
+    is_ddl = F.col("op") == "ddl"
+    not_ddl = F.col("op") != "ddl"
+    rows = (
+        events.groupBy(
+            "table",
+            "op",
+            F.when(is_ddl, F.col("ddl")).alias("ddl"),
+            # source order: the hex of two order keys sorts as their bytes do
+            F.when(is_ddl, F.hex("order_key")).alias("at"),
+            F.when(not_ddl, F.to_json(F.map_keys(F.coalesce("after", "before")))).alias("cols"),
+            F.when(not_ddl, F.to_json("types")).alias("types"),
+            F.when(not_ddl, F.to_json("pk")).alias("pk"),
+            F.when(not_ddl, F.to_json("defaults")).alias("defaults"),
+        )
+        .agg(F.count("*").alias("n"))
+        .collect()
+    )
+    out = HourSummary()
+    for r in rows:
+        ops = out.by_table_op.setdefault(r["table"], {})
+        ops[r["op"]] = ops.get(r["op"], 0) + int(r["n"])
+        if r["op"] == "ddl":
+            out.ddl.append((r["table"], r["ddl"] or "", r["at"]))
+        elif r["op"] is not None:
+            out.shapes.append((r["table"], r["cols"], r["types"], r["pk"], r["defaults"]))
+    return out
+
+
 def resolve_schemas(
-    cfg: PipelineConfig, man: Manifest, events: DataFrame, hour: datetime, names: list[str]
+    cfg: PipelineConfig,
+    man: Manifest,
+    events: DataFrame,
+    summary: HourSummary,
+    hour: datetime,
+    names: list[str],
 ) -> tuple[dict[str, TableSchema], dict[str, bool], DataFrame]:
     """(schema per table, whether it changed this hour, the events with their images in the
     columns of the schema: renamed, dropped and added columns as the database applied them)."""
@@ -35,12 +87,10 @@ def resolve_schemas(
         else:
             schemas[name] = initial_schema(name, cfg.tables[name])
             changed[name] = True
-    mine = events.where(F.col("table").isin(names))
-    for name in _apply_ddl(schemas, mine, hour):
+    for name in _apply_ddl(schemas, summary.ddl, hour):
         changed[name] = True
     events = normalize_images(events, schemas)
-    mine = events.where(F.col("table").isin(names))
-    observed, defaulted = _observe_images(schemas, man, mine, hour)
+    observed, defaulted = _observe_images(schemas, man, summary.shapes, hour)
     for name in observed:
         changed[name] = True
     if defaulted:  # columns first seen in images that state their default (Debezium)
@@ -76,6 +126,14 @@ def _in_columns(img: Column, s: TableSchema) -> Column:
     return fixed
 
 
+def normalized_columns(cols: list[str], s: TableSchema) -> list[str]:
+    """An image's column names as `normalize_image` leaves them (the same order)."""
+    out = [s.former.get(c, c) for c in cols]
+    if s.dropped:
+        out = [c for c in out if c not in s.dropped]
+    return out + [c for c in sorted(s.defaults) if c not in out]
+
+
 def lit_map_str(d: dict[str, str]) -> Column:
     return F.create_map(*[F.lit(x) for kv in sorted(d.items()) for x in kv])
 
@@ -106,22 +164,19 @@ def initial_schema(name: str, tcfg: TableConfig) -> TableSchema:
     return s
 
 
-def _apply_ddl(schemas: dict[str, TableSchema], mine: DataFrame, hour: datetime) -> set[str]:
+def _apply_ddl(
+    schemas: dict[str, TableSchema], ddl: list[tuple[str, str, str]], hour: datetime
+) -> set[str]:
     """The hour's ALTER TABLEs in source order: columns added (with the default existing rows
     read), renamed, dropped and retyped; the tables whose schema changed."""
     changed = set()
-    ddl_rows = mine.where(F.col("op") == "ddl").select(
-        "table", "ddl", F.hex("order_key").alias("at")
-    )
-    # source order: the hex of two order keys sorts as their bytes do (sorted here: a few rows,
-    # and Spark's sort would sample them in a job of its own first)
-    for r in sorted(ddl_rows.collect(), key=lambda r: r["at"]):
-        s = schemas[r["table"]]
-        if r["at"] <= s.ddl_through:
+    for table, sql, at in sorted((d for d in ddl if d[0] in schemas), key=lambda d: d[2]):
+        s = schemas[table]
+        if at <= s.ddl_through:
             continue  # applied when this hour (or a later one) ran before
-        s.ddl_through = r["at"]
-        if _apply_one_ddl(s, r["ddl"] or "", f"DDL in {hour_text(hour)}"):
-            changed.add(r["table"])
+        s.ddl_through = at
+        if _apply_one_ddl(s, sql, f"DDL in {hour_text(hour)}"):
+            changed.add(table)
     return changed
 
 
@@ -169,37 +224,39 @@ def _apply_one_ddl(s: TableSchema, sql: str, why: str) -> bool:
 
 
 def _observe_images(
-    schemas: dict[str, TableSchema], man: Manifest, mine: DataFrame, hour: datetime
+    schemas: dict[str, TableSchema],
+    man: Manifest,
+    raw_shapes: list[tuple[str, str | None, str | None, str | None, str | None]],
+    hour: datetime,
 ) -> tuple[set[str], set[str]]:
-    """Columns and types of the hour's images (one row per distinct shape reaches the driver):
-    (the tables whose schema changed, those that got a default for a column added to them)."""
+    """Columns and types of the hour's images, each distinct shape once, its columns as the
+    schema after the hour's DDL names them: (the tables whose schema changed, those that got a
+    default for a column added to them)."""
     changed, defaulted = set(), set()
-    shapes = (
-        mine.where(F.col("op") != "ddl")
-        .select(
-            "table",
-            F.to_json(F.map_keys(F.coalesce("after", "before"))).alias("cols"),
-            F.to_json("types").alias("types"),
-            F.to_json("pk").alias("pk"),
-            F.to_json("defaults").alias("defaults"),
-        )
-        .distinct()
-        .collect()
-    )
+    shapes = set()
+    for table, cols, types, pk, defaults in raw_shapes:
+        if table not in schemas:
+            continue
+        if cols is not None:  # named before any of them is observed, as the images are
+            named = normalized_columns(json.loads(cols), schemas[table])
+            cols = json.dumps(named, ensure_ascii=False, separators=(",", ":"))
+        shapes.add((table, cols, types, pk, defaults))
     had = {n: {c for c, _ in s.columns} for n, s in schemas.items()}
-    for r in sorted(shapes, key=lambda r: (r["table"], r["cols"] or "", r["types"] or "")):
-        s = schemas[r["table"]]
-        cols = json.loads(r["cols"] or "[]")
-        types = json.loads(r["types"] or "{}")
+    for table, cols_text, types_text, pk_text, defaults_text in sorted(
+        shapes, key=lambda r: tuple(x or "" for x in r)
+    ):
+        s = schemas[table]
+        cols = json.loads(cols_text or "[]")
+        types = json.loads(types_text or "{}")
         if s.observe(cols, types, f"images in {hour_text(hour)}"):
-            changed.add(r["table"])
-        stated = json.loads(r["defaults"] or "{}")
+            changed.add(table)
+        stated = json.loads(defaults_text or "{}")
         for c in cols:
-            old = had[r["table"]]
+            old = had[table]
             if old and c not in old and stated.get(c) is not None and c not in s.defaults:
                 s.defaults[c] = stated[c]  # canonical already: the decoder read it as a value
-                defaulted.add(r["table"])
-        pk = json.loads(r["pk"] or "[]")
-        if pk and not s.primary_key and not man["tables"].get(r["table"]):
+                defaulted.add(table)
+        pk = json.loads(pk_text or "[]")
+        if pk and not s.primary_key and not man["tables"].get(table):
             s.primary_key = pk
     return changed, defaulted

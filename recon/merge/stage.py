@@ -48,7 +48,7 @@ from recon.merge.manifest import (
     state_rows,
 )
 from recon.merge.result import MergeResult, PublishResult, TableMerge
-from recon.merge.schemas import normalize_image, resolve_schemas
+from recon.merge.schemas import HourSummary, normalize_image, resolve_schemas, summarize_hour
 from recon.merge.snapshot import load_watermark, snapshot_rows
 from recon.merge.state import (
     U64,
@@ -115,6 +115,7 @@ class _HourMerge:
     default_buckets: int
     man: Manifest = field(init=False)
     events: DataFrame = field(init=False)
+    summary: HourSummary = field(init=False)
     by_table_op: dict[str, dict[str, int]] = field(init=False)
     schemas: dict[str, TableSchema] = field(init=False)
     schema_changed: dict[str, bool] = field(init=False)
@@ -147,7 +148,7 @@ class _HourMerge:
         self.read_events()
         stored = self.events
         self.schemas, self.schema_changed, self.events = resolve_schemas(
-            self.cfg, self.man, self.events, self.hour, self.names
+            self.cfg, self.man, self.events, self.summary, self.hour, self.names
         )
         self.set_aside_unfit()
         self.build_contributions()
@@ -178,9 +179,8 @@ class _HourMerge:
         else:
             events = self.spark.createDataFrame([], arrow_ddl(EVENT_SCHEMA))
         self.events = events.withColumn("table", route_expr(self.cfg)).persist(CACHE)
-        self.by_table_op = {}
-        for r in self.events.groupBy("table", "op").agg(F.count("*").alias("n")).collect():
-            self.by_table_op.setdefault(r["table"], {})[r["op"]] = int(r["n"])
+        self.summary = summarize_hour(self.events)
+        self.by_table_op = self.summary.by_table_op
 
     def set_aside_unfit(self) -> None:
         """Changes with a value that does not fit its column leave the merge for the

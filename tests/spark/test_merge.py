@@ -15,11 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from recon.core.model import EVENT_SCHEMA
+from recon.core.schema import TableSchema
 from recon.demo.reference_fold import fold
 from recon.hours import parse_hour
 from recon.merge.manifest import load_manifest
+from recon.merge.schemas import _in_columns, normalized_columns
 from recon.merge.snapshot import load_watermark
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
@@ -483,6 +486,33 @@ def test_watermark_rules_agree_in_python_and_spark_sql(spark, tmp_path: Path) ->
             "gtid string, binlog_file string, binlog_pos bigint, seq string",
         )
         assert df.selectExpr(f"{wm.sql()} as c").collect()[0]["c"] is want, (wm_doc, ev)
+
+
+def test_image_columns_are_named_alike_in_python_and_spark_sql(spark) -> None:
+    """The merge reads the hour's image shapes as they arrived and names their columns after
+    the hour's DDL in Python (`normalized_columns`); the images themselves are renamed by a
+    Spark expression (`normalize_image`): both must give the same columns in the same order."""
+    rng = random.Random(7)
+    names = ["a", "b", "c", "d", "e", "f"]
+    cases, named = [], []
+    for _ in range(80):
+        s = TableSchema("s.t", primary_key=["a"])
+        s.former = {o: rng.choice(names) for o in rng.sample(names, rng.randint(0, 2))}
+        s.dropped = rng.sample(names, rng.randint(0, 2))
+        s.defaults = {c: "x" for c in rng.sample(names, rng.randint(0, 2))}
+        cols = rng.sample(names, rng.randint(0, 5))
+        renamed = [s.former.get(c, c) for c in cols]
+        if len(set(renamed)) < len(renamed):  # a rename onto a present column: Spark refuses it
+            continue
+        mine = normalized_columns(cols, s)
+        cases.append((s, cols, mine))
+        img = F.create_map(*[x for c in cols for x in (F.lit(c), F.lit("1"))])  # in this order
+        img = img.cast("map<string,string>")
+        named.append(F.to_json(F.map_keys(_in_columns(img, s))).alias(f"c{len(named)}"))
+    assert len(cases) > 40
+    got = spark.range(1).select(*named).first()
+    for i, (s, cols, mine) in enumerate(cases):
+        assert json.loads(got[f"c{i}"]) == mine, (s.former, s.dropped, s.defaults, cols)
 
 
 def test_a_value_that_does_not_fit_its_column_is_set_aside_not_published_as_null(
