@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from recon.audit.rules import GtidSpan, PartitionKey, Run
 from recon.config import PipelineConfig
 from recon.core.watermark import GTID_SOURCE_SQL
+from recon.decode.offset_index import earlier_intervals, hour_intervals
 from recon.decode.stage import read_counters
 from recon.decode.stats import DecodeCounters
 from recon.errors import NotDecodedError, NotMergedError
@@ -71,21 +72,19 @@ def read_facts(spark: SparkSession | None, cfg: PipelineConfig, hour: datetime) 
 def offset_runs(
     layout: Layout, hour: datetime
 ) -> tuple[dict[PartitionKey, list[Run]], dict[PartitionKey, list[Run]]]:
-    """(runs of this hour, runs of the earlier hours) per (topic, partition)."""
+    """(runs of this hour, runs of the earlier hours) per (topic, partition); the earlier
+    hours' from the offset index (whole days from their rollups)."""
     this: dict[PartitionKey, list[Run]] = {}
     earlier: dict[PartitionKey, list[Run]] = {}
     H = hour_text(hour)
-    root = layout.offsets_root
-    if not root.is_dir():
-        return this, earlier
-    for d in sorted(root.glob("hour=*")):
-        h = d.name.split("=", 1)[1]
-        files = sorted(d.glob("*.parquet"))
-        if h > H or not files:
-            continue
-        for r in pq.read_table(files).to_pylist():
-            k = (r["topic"], int(r["partition"]))
-            (this if h == H else earlier).setdefault(k, []).append((int(r["lo"]), int(r["hi"])))
+    for out, t in (
+        (this, hour_intervals(layout.offsets(hour), H)),
+        (earlier, earlier_intervals(layout, hour)),
+    ):
+        for topic, part, lo, hi in zip(
+            *(t[c].to_pylist() for c in ("topic", "partition", "lo", "hi")), strict=True
+        ):
+            out.setdefault((topic, int(part)), []).append((int(lo), int(hi)))
     return this, earlier
 
 

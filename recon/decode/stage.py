@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -32,6 +34,7 @@ from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
 from recon.decode.copy_input import BAD_FILE, CARRY_COLUMNS, decode_copy_files
 from recon.decode.dumps import check_complete, list_hour, read_hour
+from recon.decode.offset_index import earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
 from recon.decode.task_files import FILE_ROWS_DDL, commit_task_files, write_task_files
@@ -181,7 +184,7 @@ def _read_input(
         bad = staged.where(F.col(BAD_FILE).isNotNull()).select(
             "topic", F.col(BAD_FILE).alias("file"), F.col("value").alias("line")
         )
-    fresh, cross_dups, resets, seen = _drop_seen_records(spark, cfg.layout, hour, distinct)
+    fresh, cross_dups, resets, seen = _drop_seen_records(spark, cfg.layout, hour, distinct, stats)
     if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
         _count_resets_in_hour(fresh, seen, resets)
     fresh = fresh.drop(HASH)
@@ -262,16 +265,25 @@ def _input_stats(staged: DataFrame) -> tuple[dict[PartitionKey, dict[str, Any]],
     return stats, bad_lines
 
 
-def _earlier_offset_dirs(layout: Layout, hour: datetime) -> list[str]:
-    root = layout.offsets_root
-    if not root.is_dir():
-        return []
-    mine = f"hour={hour_text(hour)}"
-    return sorted(
-        str(p)
-        for p in root.iterdir()
-        if p.name.startswith("hour=") and p.name < mine and has_parquet(p)
-    )
+def _intervals_meeting_hour(
+    layout: Layout, hour: datetime, stats: dict[PartitionKey, dict[str, Any]]
+) -> pa.Table:
+    """The intervals earlier hours read that meet this hour's offset range in their partition
+    (usually none: then nothing more is read, and no Spark job runs)."""
+    t = earlier_intervals(layout, hour)
+    keep = None
+    for (topic, part), st in stats.items():
+        if st.get("min_offset") is None:
+            continue
+        m = pc.and_(
+            pc.and_(pc.equal(t["topic"], topic), pc.equal(t["partition"], part)),
+            pc.and_(
+                pc.greater_equal(t["hi"], st["min_offset"]),
+                pc.less_equal(t["lo"], st["max_offset"]),
+            ),
+        )
+        keep = m if keep is None else pc.or_(keep, m)
+    return t.filter(keep) if keep is not None and t.num_rows else t.slice(0, 0)
 
 
 def _count_resets_in_hour(
@@ -289,7 +301,11 @@ def _count_resets_in_hour(
 
 
 def _drop_seen_records(
-    spark: SparkSession, layout: Layout, hour: datetime, distinct: DataFrame
+    spark: SparkSession,
+    layout: Layout,
+    hour: datetime,
+    distinct: DataFrame,
+    stats: dict[PartitionKey, dict[str, Any]],
 ) -> tuple[DataFrame, dict[PartitionKey, int], dict[PartitionKey, int], DataFrame | None]:
     """Records an earlier hour already read (same offset, same content) are duplicates: drop
     and count them. A record at an offset an earlier hour read with other content is new (a
@@ -297,13 +313,12 @@ def _drop_seen_records(
     intervals of earlier hours find the candidates (usually none); only the hours they point
     at have their content hashes read. Returns (fresh, duplicates and resets per partition,
     the records at offsets earlier hours read)."""
-    earlier = _earlier_offset_dirs(layout, hour)
-    if not earlier:
+    meeting = _intervals_meeting_hour(layout, hour, stats)
+    if not meeting.num_rows:
         return distinct, {}, {}, None
-    iv = (
-        spark.read.parquet(*earlier)
-        .select("topic", "partition", "lo", "hi")
-        .withColumn("_ivh", F.regexp_extract(F.input_file_name(), r"/offsets/hour=([^/]+)/", 1))
+    iv = spark.createDataFrame(
+        meeting.rename_columns(["topic", "partition", "lo", "hi", "_ivh"]).to_pylist(),
+        "topic string, partition int, lo long, hi long, _ivh string",
     )
     cond = (
         (distinct["topic"] == iv["topic"])
