@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def _day(layout: Layout, day: str, folders: dict[str, Path]) -> pa.Table:
     again = {h: _identity(folders[h]) for h in ids}
     if again == ids:  # no hour of the day was decoded again meanwhile: save it
         rollup.parent.mkdir(parents=True, exist_ok=True)
-        tmp = rollup.with_name(f".{rollup.name}.{os.getpid()}.tmp")
+        tmp = rollup.with_name(f".{rollup.name}.{uuid.uuid4().hex}.tmp")
         pq.write_table(t.replace_schema_metadata({_IDS: json.dumps(ids).encode()}), tmp)
         os.replace(tmp, rollup)
     return t
