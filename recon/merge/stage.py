@@ -116,7 +116,6 @@ class _HourMerge:
     man: Manifest = field(init=False)
     events: DataFrame = field(init=False)
     summary: HourSummary = field(init=False)
-    by_table_op: dict[str, dict[str, int]] = field(init=False)
     schemas: dict[str, TableSchema] = field(init=False)
     schema_changed: dict[str, bool] = field(init=False)
     skipped_wm: dict[str, int] = field(default_factory=dict)
@@ -138,6 +137,11 @@ class _HourMerge:
     @property
     def H(self) -> str:
         return hour_text(self.hour)
+
+    @property
+    def by_table_op(self) -> dict[str, dict[str, int]]:
+        """Per table, the hour's events by op (from the hour's summary)."""
+        return self.summary.by_table_op
 
     def run(self, publish: bool, limited: bool) -> MergeResult:
         self.man = load_manifest(self.cfg)
@@ -180,7 +184,6 @@ class _HourMerge:
             events = self.spark.createDataFrame([], arrow_ddl(EVENT_SCHEMA))
         self.events = events.withColumn("table", route_expr(self.cfg)).persist(CACHE)
         self.summary = summarize_hour(self.events)
-        self.by_table_op = self.summary.by_table_op
 
     def set_aside_unfit(self) -> None:
         """Changes with a value that does not fit its column leave the merge for the
