@@ -142,7 +142,9 @@ def decode_hour(
         paired = _pair_across_partitions(spark, staging)
         decoded = _read_staged(spark, staging)
         _count_paired(decoded, paired)
-        _write_offset_intervals(inp.distinct, staging / "offsets", staging / "offset_hashes")
+        _write_offset_intervals(
+            inp.distinct, inp.stats, staging / "offsets", staging / "offset_hashes"
+        )
     checkpoint("decode:staged")
     _publish_outputs(layout, hour, staging)
     checkpoint("decode:outputs-replaced")
@@ -543,24 +545,51 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
     return _Decoded(stats, events_by_op, ddls, reasons, unreadable)
 
 
-def _write_offset_intervals(distinct: DataFrame, out: Path, hashes_out: Path) -> None:
-    """Offsets seen this hour, as intervals (gaps-and-islands), for later hours' dedupe, and the
-    content hash read at each offset (read back only where a later hour meets the offset)."""
+def _write_offset_intervals(
+    distinct: DataFrame, stats: dict[PartitionKey, dict[str, Any]], out: Path, hashes_out: Path
+) -> None:
+    """Offsets seen this hour, as intervals, for later hours' dedupe, and the content hash read
+    at each offset (read back only where a later hour meets the offset). A partition whose
+    offsets have no gap (its distinct offsets fill its range, which the input counters know) is
+    one interval; only partitions with gaps are found by Spark (gaps-and-islands)."""
     spark = distinct.sparkSession
     with job_named(spark, "decode: offsets and content hashes for later hours"):
         distinct.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
-    # the intervals from what was just written, not from the dumps again (one scan, not two)
-    seen = spark.read.parquet(str(hashes_out))
-    w = Window.partitionBy("topic", "partition").orderBy("offset")
-    intervals = (
-        seen.select("topic", "partition", "offset")
-        .withColumn("island", F.col("offset") - F.dense_rank().over(w))
-        .groupBy("topic", "partition", "island")
-        .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
-        .drop("island")
-    )
-    with job_named(spark, "decode: offset intervals"):
-        intervals.coalesce(1).write.parquet(str(out))
+    whole, gappy = [], []
+    for key, st in sorted(stats.items()):
+        if st["distinct_offsets"] == st["max_offset"] - st["min_offset"] + 1:
+            whole.append((*key, st["min_offset"], st["max_offset"]))
+        else:
+            gappy.append(key)
+    if gappy:
+        # the intervals from what was just written, not from the dumps again
+        seen = spark.read.parquet(str(hashes_out))
+        pairs = [F.struct(F.lit(t), F.lit(p)) for t, p in gappy]
+        w = Window.partitionBy("topic", "partition").orderBy("offset")
+        intervals = (
+            seen.where(F.struct("topic", "partition").isin(pairs))
+            .select("topic", "partition", "offset")
+            .withColumn("island", F.col("offset") - F.dense_rank().over(w))
+            .groupBy("topic", "partition", "island")
+            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+            .drop("island")
+        )
+        with job_named(spark, "decode: offset intervals"):
+            intervals.coalesce(1).write.parquet(str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    if whole:
+        cols = list(zip(*whole, strict=True))
+        pq.write_table(
+            pa.table(
+                {
+                    "topic": pa.array(cols[0], pa.string()),
+                    "partition": pa.array(cols[1], pa.int32()),
+                    "lo": pa.array(cols[2], pa.int64()),
+                    "hi": pa.array(cols[3], pa.int64()),
+                }
+            ),
+            out / "part-whole.parquet",
+        )
 
 
 def _publish_outputs(layout: Layout, hour: datetime, staging: Path) -> None:

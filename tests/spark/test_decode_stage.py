@@ -16,6 +16,7 @@ import pytest
 from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.decode import stage
+from recon.decode.offset_index import hour_intervals
 from recon.decode.stage import decode_hour
 from recon.demo import sample
 from recon.demo.demo import _straddle_last_envelope, write_dump
@@ -213,6 +214,20 @@ def test_one_hour_of_two_topics_with_headers(spark, tmp_path: Path) -> None:
     }
     n_changes = sum(len(t.changes) for t in TXNS[:6])
     assert sum(c["events_by_op"].values()) == n_changes
+    # the offsets kept for later hours: topic_a's partition has no gap (one interval, from the
+    # input counters), topic_b's has one (its intervals found by Spark)
+    islands = set()
+    for topic, recs in (("topic_a", a), ("topic_b", b)):
+        for part in {r.partition for r in recs}:
+            offs = sorted(r.offset for r in recs if r.partition == part)
+            lo = offs[0]
+            for x, y in zip(offs, [*offs[1:], None], strict=True):
+                if y != x + 1:
+                    islands.add((topic, part, lo, x))
+                    lo = y
+    t = hour_intervals(cfg.layout.offsets(H0), hour_text(H0))
+    got = set(zip(*(t[k].to_pylist() for k in ("topic", "partition", "lo", "hi")), strict=True))
+    assert got == islands and ("topic_b", 0, 500, 500) in got
     (q,) = pq.read_table(cfg.layout.quarantine(H0)).to_pylist()
     assert (q["topic"], q["offset"], q["raw_key"], q["raw_value"], q["raw_headers"]) == (
         "topic_b",
