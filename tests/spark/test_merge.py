@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from recon.core.model import EVENT_SCHEMA
 from recon.core.schema import TableSchema
 from recon.demo.reference_fold import fold
+from recon.errors import ReconError
 from recon.hours import parse_hour
 from recon.merge.manifest import load_manifest
 from recon.merge.schemas import _in_columns, normalized_columns
@@ -576,6 +577,30 @@ def test_one_run_id_over_several_hours_publishes_each_hour_once(spark, tmp_path:
     rows = list(export_rows(cfg, "s.a"))
     assert [r["id"] for r in rows] == list(range(8)) and rows[1]["v"] == "y"
     assert len(state_tables(spark, cfg)["s.a"]) == 8
+
+
+def test_an_hour_decoded_again_while_it_merges_stops_the_merge_before_it_publishes(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge reads the hour's events in several jobs (no copy of them first): a decode of
+    the hour by hand while it merges must not leave a state or a version built from a mix."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    first = [event(i, "s.a", "insert", None, {"id": i, "v": "x"}, T) for i in range(8)]
+    again = [event(i, "s.a", "insert", None, {"id": i, "v": "y"}, T) for i in range(9)]
+    write_hour(cfg, hour(0), first)
+
+    def redecode(name: str) -> None:
+        if name == "merge:state-written":
+            write_hour(cfg, hour(0), again)
+
+    monkeypatch.setattr("recon.merge.stage.checkpoint", redecode)
+    with pytest.raises(ReconError, match="was decoded again while it merged; run the merge"):
+        merge_hour(spark, cfg, hour(0), buckets=4)
+    assert load_manifest(cfg)["hours"] == []
+    assert not load_manifest(cfg)["tables"]
+    monkeypatch.undo()
+    merge_hour(spark, cfg, hour(0), buckets=4)  # run again: the new decode, whole
+    assert [(r["id"], r["v"]) for r in export_rows(cfg, "s.a")] == [(i, "y") for i in range(9)]
 
 
 def test_years_before_1000_round_trip_through_publish_and_export(spark, tmp_path: Path) -> None:
