@@ -190,6 +190,8 @@ class _HourMerge:
     # -- steps ----------------------------------------------------------------------------------
     def read_events(self) -> None:
         ev_dir = self.cfg.layout.events(self.hour)
+        # before Spark lists them: a decode in between is then seen by the check, too
+        self.events_files = _files_of(ev_dir)
         if has_parquet(ev_dir):
             events = self.spark.read.parquet(str(ev_dir))
             if "defaults" not in events.columns:  # written before events carried defaults
@@ -197,7 +199,6 @@ class _HourMerge:
         else:
             events = self.spark.createDataFrame([], arrow_ddl(EVENT_SCHEMA))
         self.events = events.withColumn("table", route_expr(self.cfg))
-        self.events_files = _files_of(ev_dir)
         self.summary = summarize_hour(self.events)
 
     def check_events_unchanged(self) -> None:
