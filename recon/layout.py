@@ -250,5 +250,14 @@ def replace_dir(src: Path, dst: Path) -> None:
         dst.mkdir(parents=True)
 
 
+def folder_files(folder: Path) -> list[tuple[str, int, int]]:
+    """A folder's files as (name, size, modification time), sorted: what a run that replaces
+    the folder's files changes (empty when there is no folder)."""
+    if not folder.is_dir():
+        return []
+    with os.scandir(folder) as it:
+        return sorted((e.name, (st := e.stat()).st_size, st.st_mtime_ns) for e in it if e.is_file())
+
+
 def has_parquet(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob("*.parquet"))

@@ -25,15 +25,12 @@ import pyarrow.parquet as pq
 
 from recon.layout import Layout, hour_text
 
-SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("lo", pa.int64()),
-        ("hi", pa.int64()),
-        ("hour", pa.string()),
-    ]
+INTERVALS = pa.schema(
+    [("topic", pa.string()), ("partition", pa.int32()), ("lo", pa.int64()), ("hi", pa.int64())]
 )
+"""An hour folder's files: one row per run of consecutive offsets of a Kafka partition."""
+SCHEMA = INTERVALS.append(pa.field("hour", pa.string()))
+"""The index's rows: the intervals with the hour that read them."""
 _IDS = b"recon.hour_folders"
 
 
@@ -50,7 +47,7 @@ def hour_intervals(folder: Path, hour: str) -> pa.Table:
     files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
     if not files:
         return SCHEMA.empty_table()
-    t = pq.read_table(files, columns=["topic", "partition", "lo", "hi"])
+    t = pq.read_table(files, columns=INTERVALS.names)
     t = t.append_column("hour", pa.array([hour] * t.num_rows, pa.string()))
     return t.cast(SCHEMA)
 

@@ -34,7 +34,7 @@ from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
 from recon.decode.copy_input import BAD_FILE, CARRY_COLUMNS, decode_copy_files
 from recon.decode.dumps import check_complete, list_hour, read_hour
-from recon.decode.offset_index import earlier_intervals
+from recon.decode.offset_index import INTERVALS, earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
 from recon.decode.task_files import FILE_ROWS_DDL, commit_task_files, write_task_files
@@ -275,8 +275,6 @@ def _intervals_meeting_hour(
     t = earlier_intervals(layout, hour)
     keep = None
     for (topic, part), st in stats.items():
-        if st.get("min_offset") is None:
-            continue
         m = pc.and_(
             pc.and_(pc.equal(t["topic"], topic), pc.equal(t["partition"], part)),
             pc.and_(
@@ -285,7 +283,7 @@ def _intervals_meeting_hour(
             ),
         )
         keep = m if keep is None else pc.or_(keep, m)
-    return t.filter(keep) if keep is not None and t.num_rows else t.slice(0, 0)
+    return t.filter(keep) if keep is not None else t.slice(0, 0)
 
 
 def _count_resets_in_hour(
@@ -578,18 +576,8 @@ def _write_offset_intervals(
             intervals.coalesce(1).write.parquet(str(out))
     out.mkdir(parents=True, exist_ok=True)
     if whole:
-        cols = list(zip(*whole, strict=True))
-        pq.write_table(
-            pa.table(
-                {
-                    "topic": pa.array(cols[0], pa.string()),
-                    "partition": pa.array(cols[1], pa.int32()),
-                    "lo": pa.array(cols[2], pa.int64()),
-                    "hi": pa.array(cols[3], pa.int64()),
-                }
-            ),
-            out / "part-whole.parquet",
-        )
+        rows = [dict(zip(INTERVALS.names, w, strict=True)) for w in whole]
+        pq.write_table(pa.Table.from_pylist(rows, schema=INTERVALS), out / "part-whole.parquet")
 
 
 def _publish_outputs(layout: Layout, hour: datetime, staging: Path) -> None:

@@ -14,11 +14,9 @@ state and published version in force, and re-running converges.
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -29,7 +27,14 @@ from recon.core.model import EVENT_SCHEMA
 from recon.core.schema import TableSchema
 from recon.errors import ManifestError, NotDecodedError, ReconError
 from recon.faults import checkpoint
-from recon.layout import has_parquet, hour_text, new_attempt, read_json, write_json_atomic
+from recon.layout import (
+    folder_files,
+    has_parquet,
+    hour_text,
+    new_attempt,
+    read_json,
+    write_json_atomic,
+)
 from recon.merge.contributions import (
     STATE_COLS,
     STATE_DDL,
@@ -191,7 +196,7 @@ class _HourMerge:
     def read_events(self) -> None:
         ev_dir = self.cfg.layout.events(self.hour)
         # before Spark lists them: a decode in between is then seen by the check, too
-        self.events_files = _files_of(ev_dir)
+        self.events_files = folder_files(ev_dir)
         if has_parquet(ev_dir):
             events = self.spark.read.parquet(str(ev_dir))
             if "defaults" not in events.columns:  # written before events carried defaults
@@ -205,7 +210,7 @@ class _HourMerge:
         """The hour's events are read by several jobs, not copied first: an hour decoded again
         while it merged (a `recon decode` by hand beside the DAG) stops the merge before it
         publishes anything, rather than merge a mix of two decodes."""
-        if _files_of(self.cfg.layout.events(self.hour)) != self.events_files:
+        if folder_files(self.cfg.layout.events(self.hour)) != self.events_files:
             raise ReconError(
                 f"hour {self.H} of pipeline {self.cfg.name} was decoded again while it merged; "
                 f"run the merge of {self.H} again (nothing was published)"
@@ -509,11 +514,3 @@ def _changes(ops: dict[str, int]) -> int:
 def read_merge_result(cfg: PipelineConfig, hour: datetime) -> MergeResult:
     result: MergeResult = read_json(cfg.layout.merge_result(hour))
     return result
-
-
-def _files_of(folder: Path) -> list[tuple[str, int, int]]:
-    """A folder's files as (name, size, modification time): what a new decode would change."""
-    if not folder.is_dir():
-        return []
-    with os.scandir(folder) as it:
-        return sorted((e.name, (st := e.stat()).st_size, st.st_mtime_ns) for e in it if e.is_file())
