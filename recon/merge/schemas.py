@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -114,6 +115,15 @@ def normalize_image(img: Column, table: Column, schemas: dict[str, TableSchema])
 def _in_columns(img: Column, s: TableSchema) -> Column:
     fixed = img
     if s.former:
+        stale = [
+            F.when(reduce(Column.__or__, [F.map_contains_key(img, k) for k in older]), name)
+            for older, name in _stale_when(s.former)
+        ]
+        if stale:  # a name an image holds from before it was renamed onto: not its value now
+            held = F.array(*stale)
+            fixed = F.map_filter(
+                fixed, lambda k, _v: ~F.coalesce(F.array_contains(held, k), F.lit(False))
+            )
         names = lit_map_str(s.former)
         fixed = F.transform_keys(fixed, lambda k, _v: F.coalesce(names[k], k))
     if s.dropped:
@@ -126,9 +136,28 @@ def _in_columns(img: Column, s: TableSchema) -> Column:
     return fixed
 
 
+def _stale_when(former: dict[str, str]) -> list[tuple[list[str], str]]:
+    """(names, name): an image that carries one of the names holds `name` from before it was
+    renamed onto (its column then was another, dropped or renamed away since), so that `name`
+    is not the column's value now. Per new name, the names renamed onto it in the order the
+    renames were recorded (the oldest first), then the new name itself: each is stale in an
+    image that carries one before it. A map may hold a key once: without this, `DROP COLUMN b,
+    RENAME COLUMN a TO b` made an image from before both a map with `b` twice."""
+    onto: dict[str, list[str]] = {}
+    for old, new in former.items():
+        onto.setdefault(new, []).append(old)
+    out = []
+    for new, olds in onto.items():
+        names = [*olds, new]
+        out += [(names[:i], names[i]) for i in range(1, len(names))]
+    return out
+
+
 def normalized_columns(cols: list[str], s: TableSchema) -> list[str]:
     """An image's column names as `normalize_image` leaves them (the same order)."""
-    out = [s.former.get(c, c) for c in cols]
+    have = set(cols)
+    stale = {name for older, name in _stale_when(s.former) if have.intersection(older)}
+    out = [s.former.get(c, c) for c in cols if c not in stale]
     if s.dropped:
         out = [c for c in out if c not in s.dropped]
     return out + [c for c in sorted(s.defaults) if c not in out]
