@@ -173,6 +173,14 @@ def reset_state(cfg: PipelineConfig, tables: list[str] | None = None) -> Manifes
     if not new["tables"]:
         new["hours"], new["snapshot"] = [], None
         new.pop("partial_hours", None)
+    else:
+        # the hours merged stay merged for the other tables only: until the reset tables are
+        # merged again, a merge of a later hour finds them missing (an hour_order finding),
+        # not merged (a rebuild that stopped half-way would leave their gap unseen)
+        before = man.get("partial_hours", {})
+        new["partial_hours"] = {
+            H: sorted(set(before.get(H, cfg.tables)) - set(names)) for H in new["hours"]
+        }
     new["version"] = man["version"] + 1
     new["reset"] = {"tables": names, "version_before": man["version"]}
     save_manifest(cfg, new, expected=man["version"])

@@ -10,8 +10,14 @@ import pytest
 
 from recon.errors import ManifestError
 from recon.hours import parse_hour
-from recon.merge.manifest import empty_manifest, load_manifest, reset_state, save_manifest
-from recon.merge.stage import check_state_matches_tables
+from recon.merge.manifest import (
+    empty_manifest,
+    load_manifest,
+    merged_hours,
+    reset_state,
+    save_manifest,
+)
+from recon.merge.stage import check_state_matches_tables, hours_missing
 from recon.publish.iceberg import get_catalog
 from tests.support.builders import pipeline
 
@@ -49,3 +55,24 @@ def test_a_published_table_without_any_manifest_is_not_merged_over(tmp_path: Pat
     with pytest.raises(ManifestError, match="s.a is published but .*manifest.json is missing"):
         check_state_matches_tables(cfg, empty_manifest(), ["s.a"], H)
     check_state_matches_tables(cfg, empty_manifest() | {"version": 1}, ["s.a"], H)  # rebuilt
+
+
+def test_a_reset_of_some_tables_leaves_their_hours_to_merge_again(tmp_path: Path) -> None:
+    """`recon rebuild --tables b` first drops b's state: until b has merged an hour again, the
+    hour is merged for the other tables only, so a later hour's merge finds it missing for b
+    (a rebuild stopped half-way leaves a gap the audit reports, not one nobody sees)."""
+    cfg = pipeline(tmp_path, {"s.a": {}, "s.b": {}, "s.c": {}})
+    h0, h1, h2 = "2026-01-01T00", "2026-01-01T01", "2026-01-01T02"
+    tables = {t: {"files": {}} for t in cfg.tables}
+    man = empty_manifest() | {"version": 1, "hours": [h0, h1], "tables": tables}
+    man["partial_hours"] = {h1: ["s.a", "s.b"]}  # c has not merged h1 yet
+    save_manifest(cfg, man)  # type: ignore[arg-type]
+    new = reset_state(cfg, ["s.b"])
+    assert new["partial_hours"] == {h0: ["s.a", "s.c"], h1: ["s.a"]}
+    start, at = parse_hour(h0), parse_hour(h2)
+    assert hours_missing(start, at, new["hours"], new["partial_hours"], ["s.a"]) == []
+    assert hours_missing(start, at, new["hours"], new["partial_hours"], ["s.b"]) == [h0, h1]
+    assert hours_missing(start, at, new["hours"], new["partial_hours"], ["s.c"]) == [h1]
+    hours, partial = merged_hours(new, h0, ["s.b"], list(cfg.tables))  # the rebuild's first hour
+    assert hours == [h0, h1] and partial == {h1: ["s.a"]}
+    assert "partial_hours" not in reset_state(cfg)  # every table: nothing is merged
