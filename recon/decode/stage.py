@@ -52,6 +52,8 @@ from recon.spark.session import SMALL_HOUR_BYTES, job_named, sized_for
 
 PartitionKey = tuple[str, int]
 HASH = "_content_hash"
+FIRST_AT_OFFSET = "_first_at_offset"
+VALUE_BYTES = "_value_bytes"
 COPY_INPUT = True
 """Decoders read the staging copy themselves when no earlier hour read its offsets (the tests
 turn it off to compare with the shuffled input every hour used before)."""
@@ -171,7 +173,7 @@ def _read_input(
     dumps: the counters, the offsets kept for later hours and the decode read that copy, not
     the dumps again (it was three passes and three shuffles of the dumps)."""
     records, unreadable = read_hour(spark, files)
-    once = _each_record_once(spark, records, unreadable)
+    once = _each_record_once(records, unreadable)
     with job_named(spark, "decode: the hour's records once, to a staging copy"):
         # a file per task, never split: a partition's records stay in one file
         once.write.option("maxRecordsPerFile", 0).parquet(str(copy))
@@ -180,7 +182,9 @@ def _read_input(
     # empty hour writes no file to infer it from
     staged = spark.read.schema(once.schema).parquet(str(copy))
     stats, bad_lines = _input_stats(staged)
-    distinct = staged.where(F.col(BAD_FILE).isNull()).drop("_copies", BAD_FILE)
+    distinct = staged.where(F.col(BAD_FILE).isNull()).drop(
+        "_copies", BAD_FILE, FIRST_AT_OFFSET, VALUE_BYTES
+    )
     bad = None
     if bad_lines:
         bad = staged.where(F.col(BAD_FILE).isNotNull()).select(
@@ -199,9 +203,7 @@ def _read_input(
     )  # fmt: skip
 
 
-def _each_record_once(
-    spark: SparkSession, records: DataFrame, unreadable: DataFrame | None
-) -> DataFrame:
+def _each_record_once(records: DataFrame, unreadable: DataFrame | None) -> DataFrame:
     """Each (offset, content) of the hour once, with its copy count (`_copies`), and the
     unreadable JSON lines beside them (`BAD_FILE` set)."""
     # a record is a duplicate when its offset AND its content (key and value) were seen: the
@@ -212,17 +214,30 @@ def _each_record_once(
     # whole hour before the shuffle to pre-aggregate copies that are rare; the copy kept is
     # the earliest by Kafka timestamp. The shuffle is by Kafka partition (which clusters the
     # window's keys too), so the copy holds each partition's records in one file, sorted by
-    # offset: what its decoder reads (`recon.decode.copy_input`)
+    # offset: what its decoder reads (`recon.decode.copy_input`). Not into a set number of
+    # slices: adaptive execution then packs the partitions into about a task per core, where
+    # 64 fixed slices ran 62 empty write tasks for a 2-partition hour (~1.3 s, every hour)
     copies = Window.partitionBy(*keys).orderBy("ts_ms")
     every_copy = copies.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    n_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    # the first row at its offset (of the lowest content hash, kept below): the input counters
+    # count distinct offsets by it, in the same sort, instead of a distinct count's own shuffle
+    at_offset = Window.partitionBy("topic", "partition", "offset").orderBy(HASH, "ts_ms")
     once = (
         records.withColumn(HASH, F.xxhash64("key", "value"))
-        .repartition(n_parts, "topic", "partition")
+        .repartition("topic", "partition")
         .withColumn("_copies", F.count("*").over(every_copy))
         .withColumn("_nth", F.row_number().over(copies))
+        .withColumn(FIRST_AT_OFFSET, F.row_number().over(at_offset) == 1)
         .where(F.col("_nth") == 1)
-        .select(*keys, "_copies", *rest, F.lit(None).cast("string").alias(BAD_FILE))
+        .select(
+            *keys,
+            "_copies",
+            *rest,
+            F.lit(None).cast("string").alias(BAD_FILE),
+            FIRST_AT_OFFSET,
+            # the value's size, so the counters read a column of numbers, not the values
+            F.coalesce(F.length("value"), F.lit(0)).alias(VALUE_BYTES),
+        )  # fmt: skip
     )
     if unreadable is not None:
         # JSON lines that could not be read ride along in the same copy (their file in
@@ -250,8 +265,8 @@ def _input_stats(staged: DataFrame) -> tuple[dict[PartitionKey, dict[str, Any]],
         .agg(
             F.sum("_copies").alias("records"),
             F.count("offset").alias("distinct"),
-            F.countDistinct("offset").alias("distinct_offsets"),
-            F.sum(F.coalesce(F.length("value"), F.lit(0)) * F.col("_copies")).alias("bytes"),
+            F.count(F.when(F.col(FIRST_AT_OFFSET), 1)).alias("distinct_offsets"),
+            F.sum(F.col(VALUE_BYTES) * F.col("_copies")).alias("bytes"),
             F.min("offset").alias("min_offset"),
             F.max("offset").alias("max_offset"),
         )

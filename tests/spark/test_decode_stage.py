@@ -92,6 +92,9 @@ def test_two_hours_of_dumps_decode_like_the_clean_stream(
     c1 = decode_hour(spark, cfg, HOURS[1], run_id="r1")
     assert c0["totals"]["duplicates_in_hour"] == 2
     assert c1["totals"]["duplicates_cross_hour"] == 1
+    end0 = (H0 + timedelta(hours=1)).timestamp() * 1000
+    in0 = [r for r in recs + dups + late if (r.ts_ms or 0) < end0]
+    assert c0["totals"]["bytes"] == sum(len(r.value or b"") for r in in0)  # every copy
     if fmt == "tencent_dts_pb":
         assert c0["totals"]["records_carried_out"] > 0  # the split envelope's first segments
         assert c1["totals"]["records_carried_in"] == c0["totals"]["records_carried_out"]
@@ -207,7 +210,19 @@ def test_one_hour_of_two_topics_with_headers(spark, tmp_path: Path) -> None:
         tmp_path / "two.yaml", name="two", format=fmt, topics=["topic_a", "topic_b"]
     )
     cfg = load_config(path)
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = set(tracker.getJobIdsForGroup())
     c = decode_hour(spark, cfg, H0)
+    # a shuffle of the hour runs as many tasks as it has data for, not one per shuffle
+    # partition: an empty task of the staging copy's write cost ~45 ms, 62 of them every hour
+    stages = [
+        tracker.getStageInfo(s)
+        for j in set(tracker.getJobIdsForGroup()) - jobs_before
+        for s in tracker.getJobInfo(j).stageIds  # type: ignore[union-attr]
+    ]
+    shuffle_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
+    assert shuffle_parts > 8 and stages
+    assert max(s.numTasks for s in stages if s is not None) <= 4  # the dump files, 2 a topic
     assert {(p["topic"], p["records"]) for p in c["partitions"]} == {
         ("topic_a", len(a)),
         ("topic_b", len(b)),
@@ -281,6 +296,7 @@ def test_offsets_read_again_with_other_content_are_an_offset_reset_not_duplicate
     assert resets >= collide
     assert t["offset_resets"] == resets
     assert t["records"] == len(renumbered) + 2
+    assert t["bytes"] == sum(len(r.value or b"") for r in [*renumbered, again, other])
     # every change of the stream is decoded (the twin's copy of an hour-0 change comes once
     # more: a replay with a new offset is not the dedupe's to judge)
     change = lambda e: repr([e[k] for k in ("db", "tbl", "op", "before", "after", "binlog_pos")])  # noqa: E731
