@@ -90,39 +90,41 @@ def watermark_skips(
 
 
 def contributions(ev: DataFrame, pks: dict[str, list[str]]) -> DataFrame:
-    """Every contribution the events make (state columns but `bucket`)."""
+    """Every contribution the events make (state columns but `bucket`): an event makes at most
+    two, built side by side from one read of the events (a union of one filter per kind read
+    the hour's events four times: ~30% more for the merge's contributions, measured)."""
     ev = ev.withColumn("_pk", lit_map(pks)[F.col("table")])
     has_pk = F.size("_pk") > 0
-    common: list[Column | str] = [F.col("order_key").alias("ident"), "order_key"]
     full_before = F.forall("_pk", lambda c: F.map_contains_key(F.col("before"), c))
     moved = F.col("after").isNull() | (
         pk_key("before", F.col("_pk")) != pk_key("after", F.col("_pk"))
     )
     removes = F.col("before").isNotNull() & F.col("op").isin("update", "delete")
+    has_after = F.col("after").isNotNull()
     no_row = F.lit(None).cast("map<string,string>")
-    parts = [
-        # a key's new image
-        ev.where(has_pk & F.col("after").isNotNull()).select(
-            "table", pk_key("after", F.col("_pk")).alias("key"), *common,
-            F.lit(1).alias("sign"), F.col("after").alias("row"), "event_time_ms", "op",
-        ),
-        # a deleted key, or the old key of a primary-key change: a tombstone
-        ev.where(has_pk & removes & full_before & ((F.col("op") == "delete") | moved)).select(
-            "table", pk_key("before", F.col("_pk")).alias("key"), *common,
-            F.lit(0).alias("sign"), no_row.alias("row"), "event_time_ms",
-            F.when(F.col("op") == "delete", "delete").otherwise("pk_change").alias("op"),
-        ),
-        # keyless tables: one copy removed, one copy added
-        ev.where(~has_pk & removes).select(
-            "table", row_key(F.col("before")).alias("key"), *common,
-            F.lit(-1).alias("sign"), F.col("before").alias("row"), "event_time_ms", "op",
-        ),
-        ev.where(~has_pk & F.col("after").isNotNull()).select(
-            "table", row_key(F.col("after")).alias("key"), *common,
-            F.lit(1).alias("sign"), F.col("after").alias("row"), "event_time_ms", "op",
-        ),
-    ]  # fmt: skip
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+
+    def one(key: Column, sign: int, row: Column, op: Column) -> Column:
+        return F.struct(
+            key.alias("key"), F.lit(sign).alias("sign"), row.alias("row"), op.alias("op")
+        )
+
+    op = F.col("op")
+    first = F.when(  # a key's new image
+        has_pk & has_after, one(pk_key("after", F.col("_pk")), 1, F.col("after"), op)
+    ).when(  # keyless tables: one copy removed
+        ~has_pk & removes, one(row_key(F.col("before")), -1, F.col("before"), op)
+    )
+    gone = F.when(op == "delete", "delete").otherwise("pk_change")
+    second = F.when(  # a deleted key, or the old key of a primary-key change: a tombstone
+        has_pk & removes & full_before & ((op == "delete") | moved),
+        one(pk_key("before", F.col("_pk")), 0, no_row, gone),
+    ).when(  # keyless tables: one copy added
+        ~has_pk & has_after, one(row_key(F.col("after")), 1, F.col("after"), op)
+    )
+    made = F.filter(F.array(first, second), lambda c: c.isNotNull())
+    return ev.select(
+        "table", F.col("order_key").alias("ident"), "order_key", "event_time_ms",
+        F.explode(made).alias("_c"),
+    ).select(
+        "table", "_c.key", "ident", "order_key", "_c.sign", "_c.row", "event_time_ms", "_c.op"
+    )  # fmt: skip
