@@ -3,10 +3,10 @@
 The staging copy (`recon.decode.stage._read_input`) is written partitioned by Kafka partition
 (topic, partition) and sorted by offset within it: a partition's records are in one file, in the
 order its decoder needs (a file may hold several partitions, one after the other: adaptive
-execution packs small ones into one task). So a decode task can take a file, read it with Arrow a row group at a
-time, and decode it, instead of Spark reading the copy, shuffling it a second time by partition,
-sorting it, and handing it to Python (measured on 2 cores, a 500k-message DataWorks hour: that
-shuffle and hand-over cost ~4.5 of the decoders' ~10 s job).
+execution packs small ones into one task). So a decode task can take a file, read it with Arrow
+a row group at a time, and decode it, instead of Spark reading the copy, shuffling it a second
+time by partition, sorting it, and handing it to Python (measured on 2 cores, a 500k-message
+DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job).
 
 The records carried in from the hour before are few: every task reads them, and feeds those of
 its partitions in offset order (`recon.decode.stream.with_carried`). Partitions with carried

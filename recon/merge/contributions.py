@@ -94,13 +94,11 @@ def contributions(ev: DataFrame, pks: dict[str, list[str]]) -> DataFrame:
     two, built side by side from one read of the events (a union of one filter per kind read
     the hour's events four times: ~30% more for the merge's contributions, measured)."""
     ev = ev.withColumn("_pk", lit_map(pks)[F.col("table")])
-    has_pk = F.size("_pk") > 0
-    full_before = F.forall("_pk", lambda c: F.map_contains_key(F.col("before"), c))
-    moved = F.col("after").isNull() | (
-        pk_key("before", F.col("_pk")) != pk_key("after", F.col("_pk"))
-    )
-    removes = F.col("before").isNotNull() & F.col("op").isin("update", "delete")
-    has_after = F.col("after").isNotNull()
+    pk, op, before, after = F.col("_pk"), F.col("op"), F.col("before"), F.col("after")
+    has_pk = F.size(pk) > 0
+    full_before = F.forall(pk, lambda c: F.map_contains_key(before, c))
+    moved = after.isNull() | (pk_key("before", pk) != pk_key("after", pk))
+    removes = before.isNotNull() & op.isin("update", "delete")
     no_row = F.lit(None).cast("map<string,string>")
 
     def one(key: Column, sign: int, row: Column, op: Column) -> Column:
@@ -108,18 +106,17 @@ def contributions(ev: DataFrame, pks: dict[str, list[str]]) -> DataFrame:
             key.alias("key"), F.lit(sign).alias("sign"), row.alias("row"), op.alias("op")
         )
 
-    op = F.col("op")
     first = F.when(  # a key's new image
-        has_pk & has_after, one(pk_key("after", F.col("_pk")), 1, F.col("after"), op)
+        has_pk & after.isNotNull(), one(pk_key("after", pk), 1, after, op)
     ).when(  # keyless tables: one copy removed
-        ~has_pk & removes, one(row_key(F.col("before")), -1, F.col("before"), op)
+        ~has_pk & removes, one(row_key(before), -1, before, op)
     )
     gone = F.when(op == "delete", "delete").otherwise("pk_change")
     second = F.when(  # a deleted key, or the old key of a primary-key change: a tombstone
         has_pk & removes & full_before & ((op == "delete") | moved),
-        one(pk_key("before", F.col("_pk")), 0, no_row, gone),
+        one(pk_key("before", pk), 0, no_row, gone),
     ).when(  # keyless tables: one copy added
-        ~has_pk & has_after, one(row_key(F.col("after")), 1, F.col("after"), op)
+        ~has_pk & after.isNotNull(), one(row_key(after), 1, after, op)
     )
     made = F.filter(F.array(first, second), lambda c: c.isNotNull())
     return ev.select(
