@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -305,49 +306,77 @@ Converter = Callable[[object], "str | None"]
 _Fields = dict[str, dict[str, tuple[str, dict, Converter]]]
 
 
-def _converter(logical: str, f: dict) -> Converter:
+def _converter(logical: str, f: dict) -> tuple[Converter, bool]:
     """`_convert` for one schema field, with the checks that depend only on the field made
     once: the common values (a string, an int) take a short path, the rest go through
-    `_convert` itself."""
+    `_convert` itself. Also whether the field keeps a string value as it is."""
     name = f.get("name") or ""
     slow: Converter = lambda v: _convert(v, logical, f)  # noqa: E731
     if name == "org.apache.kafka.connect.data.Decimal":
         scale = int((f.get("parameters") or {}).get("scale", 0))
-        return lambda v: (
-            decimal_from_twos_complement(base64.b64decode(v), scale) if type(v) is str else slow(v)
+        return (
+            lambda v: (
+                decimal_from_twos_complement(base64.b64decode(v), scale)
+                if type(v) is str
+                else slow(v)
+            ),
+            False,
         )
     temporal = _TEMPORAL.get(name)
     if temporal is not None:
-        return lambda v: temporal(v) if type(v) is int else slow(v)
+        return lambda v: temporal(v) if type(v) is int else slow(v), False
     if name in _SEMANTIC or logical in ("uint64", "timestamp"):
-        return slow
-    return lambda v: v if type(v) is str else str(v) if type(v) is int else slow(v)
+        return slow, False
+    return lambda v: v if type(v) is str else str(v) if type(v) is int else slow(v), True
 
 
-_FIELDS_CACHE: dict[bytes, _Fields] = {}
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """The fields of one image (`before` or `after`) of a schema, as the per-message path
+    reads them."""
+
+    types: dict[str, str]
+    """column -> logical type"""
+    convs: dict[str, Converter]
+    plain: frozenset[str]
+    """Columns whose string values are kept as they are (no call per value)."""
+    defaults: bool
+    """Whether a field states a `default`."""
+
+
+_FIELDS_CACHE: dict[bytes, tuple[_Fields, dict[str, _Part]]] = {}
 _NO_FIELD: tuple[None, None, None] = (None, None, None)
 
 
-def _schema_fields(schema: object) -> _Fields:
-    """The before/after fields of a message schema: column -> (logical type, field). Every
-    message of a table repeats its schema: read once per distinct schema text (the cache is
-    read-only for callers and bounded)."""
+def _schema_fields(schema: object) -> tuple[_Fields, dict[str, _Part]]:
+    """The before/after fields of a message schema: column -> (logical type, field, converter),
+    and the same per image as a `_Part`. Every message of a table repeats its schema: read
+    once per distinct schema text (the cache is read-only for callers and bounded)."""
     if not isinstance(schema, dict):
-        return {}
+        return {}, {}
     text = orjson.dumps(schema)
-    fields = _FIELDS_CACHE.get(text)
-    if fields is None:
-        fields = {}
+    cached = _FIELDS_CACHE.get(text)
+    if cached is None:
+        fields: _Fields = {}
+        parts: dict[str, _Part] = {}
         for part in schema.get("fields") or []:
             if part.get("field") in ("before", "after"):
                 cols = fields[part["field"]] = {}
+                keeps: dict[str, bool] = {}  # a field named twice: the last one, as in `cols`
                 for f in part.get("fields") or []:
                     lt = _field_type(f)[0]
-                    cols[f["field"]] = (lt, f, _converter(lt, f))
+                    conv, keeps[f["field"]] = _converter(lt, f)
+                    cols[f["field"]] = (lt, f, conv)
+                parts[part["field"]] = _Part(
+                    types={c: lt for c, (lt, _, _) in cols.items()},
+                    convs={c: conv for c, (_, _, conv) in cols.items()},
+                    plain=frozenset(c for c, k in keeps.items() if k),
+                    defaults=any(f.get("default") is not None for _, f, _ in cols.values()),
+                )
         if len(_FIELDS_CACHE) >= 1024:
             _FIELDS_CACHE.clear()
-        _FIELDS_CACHE[text] = fields
-    return fields
+        cached = _FIELDS_CACHE[text] = (fields, parts)
+    return cached
 
 
 def _images(
@@ -357,29 +386,55 @@ def _images(
     one, else inferred from the JSON values (the first image's type of a column wins); defaults:
     the schema's `default` of each column that states one (what rows that predate the column
     read; the JSON converter writes it in the value's own encoding)."""
-    fields = _schema_fields(schema)
+    fields, parts = _schema_fields(schema)
     types: dict[str, str] = {}
+    before = _image(payload, "before", fields, parts, types)
+    after = _image(payload, "after", fields, parts, types)
+    meta = fields.get("after") or fields.get("before")
+    part = parts.get("after" if fields.get("after") else "before")
+    if part is not None and not part.defaults:
+        return before, after, types, {}
+    return before, after, types, _defaults(meta, types)
 
-    def image(which: str) -> Image | None:
-        img = payload.get(which)
-        if img is None:
-            return None
-        if not isinstance(img, dict):
-            raise DecodeError(f"`{which}` is not an object")
-        fmeta = fields.get(which, {})
-        out: Image = {}
-        for c, v in img.items():
-            lt, f, conv = fmeta.get(c, _NO_FIELD)
-            if lt is None:
-                lt = types.get(c) or _infer(v)
-                conv = None
-            if types.get(c) in (None, "unknown"):
-                types[c] = lt
-            out[c] = _convert(v, lt, f) if conv is None else conv(v)
-        return out
 
-    before, after = image("before"), image("after")
-    return before, after, types, _defaults(fields.get("after") or fields.get("before"), types)
+def _image(
+    payload: dict[str, Any],
+    which: str,
+    fields: _Fields,
+    parts: dict[str, _Part],
+    types: dict[str, str],
+) -> Image | None:
+    """One image's values as text; its columns' types added to `types` (where not known)."""
+    img = payload.get(which)
+    if img is None:
+        return None
+    if not isinstance(img, dict):
+        raise DecodeError(f"`{which}` is not an object")
+    part = parts.get(which)
+    if part is not None and part.types.keys() >= img.keys():
+        # every column has its field (the common case): no lookup of a missing field, and a
+        # string of a plain column is kept without a call
+        ptypes = part.types
+        if not types:
+            for c in img:
+                types[c] = ptypes[c]
+        else:
+            for c in img:
+                if types.get(c) in (None, "unknown"):
+                    types[c] = ptypes[c]
+        convs, plain = part.convs, part.plain
+        return {c: v if type(v) is str and c in plain else convs[c](v) for c, v in img.items()}
+    fmeta = fields.get(which, {})
+    out: Image = {}
+    for c, v in img.items():
+        lt, f, conv = fmeta.get(c, _NO_FIELD)
+        if lt is None:
+            lt = types.get(c) or _infer(v)
+            conv = None
+        if types.get(c) in (None, "unknown"):
+            types[c] = lt
+        out[c] = _convert(v, lt, f) if conv is None else conv(v)
+    return out
 
 
 def _defaults(

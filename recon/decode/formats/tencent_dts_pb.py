@@ -104,14 +104,13 @@ def _image(
             f"{key}: row has {len(datas)} values but the event names {len(names)} columns"
         )
     img: dict[str, str | None] = {}
-    for i, d in enumerate(datas):
+    # no more values than names (checked above): a row may leave out the last columns
+    for d, name, lt in zip(datas, names, logical, strict=False):
         dt = d.dataType
         if dt == _NA:
             continue  # not in this image (minimal row image): not NULL
-        lt = logical[i]
         if lt == "unknown":
             lt = _DT_LOGICAL.get(dt, "unknown")
-        name = names[i]
         types[name] = lt
         img[name] = _value(d, dt, lt)
     return img
