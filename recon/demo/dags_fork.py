@@ -36,6 +36,7 @@ def _preload() -> None:
     from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
 
     cli_parser.get_parser()
+    _warm_execution_api()
     # What each `dags test` writes first (the DAG bundles, then every DAG of the bundle), once,
     # here: two runs starting together on a new metadata database would insert the same rows
     # at once (the second fails on a unique constraint); after this they only read or update.
@@ -47,6 +48,23 @@ def _preload() -> None:
         bundle.initialize()
         bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
         sync_bag_to_db(bag, bundle.name, bundle.version)
+
+
+def _warm_execution_api() -> None:
+    """Build the in-process execution API's app once, routes and all, for every run to reuse.
+
+    `airflow dags test` talks to an in-process execution API (one per process, from
+    `in_process_api_server`, cached) whose app, a Cadwyn app, builds its versioned routes on
+    its first request: ~3.6 s of the first task of every run, most of a small DAG run's
+    start-up (py-spy, session 22). Built here, each forked run finds it in that cache and
+    starts its own event loop and database connections on its first request. No request is
+    made here, so no thread runs at fork time. `_cadwyn_initialize` is Cadwyn's own step;
+    where it is missing (another version) the routes are built by each run, as before."""
+    from airflow.sdk.execution_time.supervisor import in_process_api_server
+
+    app = in_process_api_server().app
+    if getattr(app, "_cadwyn_initialized", None) is False:
+        app._cadwyn_initialize()
 
 
 def _child(argv: list[str], log: str, reply_fd: int) -> None:

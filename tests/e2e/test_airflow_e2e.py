@@ -196,6 +196,43 @@ def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
     assert states["spark_app"] == states["spark_app_stop"] == "success"
 
 
+_WARMED_THEN_FORKED = """
+import os, sys
+import httpx
+from airflow.sdk.execution_time.supervisor import in_process_api_server
+from recon.demo.dags_fork import _warm_execution_api
+
+_warm_execution_api()
+pid = os.fork()
+if pid == 0:  # what a forked `dags test` does with the cached in-process API
+    api = in_process_api_server()
+    built = api.app._cadwyn_initialized  # routes inherited, not built again on first request
+    client = httpx.Client(transport=api.transport, base_url="http://in-process.invalid./")
+    reply = client.get("/health").json()
+    print("child", built, reply, flush=True)
+    os._exit(0 if built and reply == {"status": "healthy"} else 3)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_the_dags_test_server_builds_the_execution_api_routes_once_for_its_forks(
+    tmp_path: Path,
+) -> None:
+    """The fork server builds the in-process execution API's routes before it forks (they
+    took ~3.6 s of the first task of every demo DAG run): a forked child finds them built and
+    its requests are served, on its own event loop."""
+    import subprocess
+    import sys
+
+    env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    migrate(env)
+    r = subprocess.run(
+        [sys.executable, "-c", _WARMED_THEN_FORKED], env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "child True {'status': 'healthy'}" in r.stdout
+
+
 def test_recon_demo_forks_its_dags_tests_from_one_airflow_interpreter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
