@@ -168,7 +168,7 @@ def _dbz_doc(op: str, before: bool, after: bool) -> dict[str, Any]:
         "db": "shop",
         "table": "orders",
         "server_id": 1,
-        "gtid": f"{SERVER_UUID}:1-@@gno:9@@",
+        "gtid": f"{SERVER_UUID}:@@gno:9@@",  # the transaction's GTID (formats.md 4)
         "file": "mysql-bin.000001",
         "pos": "@@#pos:10@@",
         "row": 0,
