@@ -7,6 +7,7 @@ Each component is fixed-width big-endian, so unsigned lexicographic byte compari
 
 from __future__ import annotations
 
+import functools
 import re
 
 _DIGITS_TAIL = re.compile(r"(\d+)$")
@@ -14,18 +15,27 @@ _U64 = (1 << 64) - 1
 _U128 = (1 << 128) - 1
 
 
+# clamped to the width; the common in-range number skips the clamp's two calls (these run a few
+# times per decoded event)
 def u32(n: int) -> bytes:
-    return max(0, min(n, 0xFFFFFFFF)).to_bytes(4, "big")
+    if 0 <= n <= 0xFFFFFFFF:
+        return n.to_bytes(4, "big")
+    return (0 if n < 0 else 0xFFFFFFFF).to_bytes(4, "big")
 
 
 def u64(n: int) -> bytes:
-    return max(0, min(n, _U64)).to_bytes(8, "big")
+    if 0 <= n <= _U64:
+        return n.to_bytes(8, "big")
+    return (0 if n < 0 else _U64).to_bytes(8, "big")
 
 
 def u128(n: int) -> bytes:
-    return max(0, min(n, _U128)).to_bytes(16, "big")
+    if 0 <= n <= _U128:
+        return n.to_bytes(16, "big")
+    return (0 if n < 0 else _U128).to_bytes(16, "big")
 
 
+@functools.lru_cache(maxsize=1024)  # a partition's events name the same few binlog files
 def binlog_file_number(name: str | None) -> int:
     """`mysql-bin.000003` -> 3. Binlog files of one server differ only in that suffix."""
     if not name:

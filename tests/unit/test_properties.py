@@ -57,3 +57,25 @@ def test_splits_duplicates_and_shuffles_do_not_change_events(fmt: str, data: st.
     assert not quarantine
     assert stats["left_carried"] == 0
     assert sorted(map(event_key, events)) == sorted(map(event_key, clean_events))
+
+
+@given(a=st.integers(min_value=-(2**140), max_value=2**140), b=st.integers(-(2**140), 2**140))
+def test_order_key_components_clamp_to_their_width_and_sort_as_numbers(a: int, b: int) -> None:
+    """u32/u64/u128 write a number clamped to [0, 2^bits - 1], fixed width, big-endian: their
+    bytes compare as the clamped numbers do (the order keys' premise, contract 5.1)."""
+    from recon.core.order import u32, u64, u128
+
+    for f, width in ((u32, 4), (u64, 8), (u128, 16)):
+        top = (1 << (8 * width)) - 1
+        ca, cb = min(max(a, 0), top), min(max(b, 0), top)
+        assert len(f(a)) == width and int.from_bytes(f(a), "big") == ca
+        assert (f(a) < f(b)) == (ca < cb) and (f(a) == f(b)) == (ca == cb)
+
+
+def test_binlog_file_numbers() -> None:
+    from recon.core.order import binlog_file_number
+
+    assert binlog_file_number("mysql-bin.000003") == 3
+    assert binlog_file_number("mysql-bin.000003") == 3  # cached: the same answer
+    assert binlog_file_number("binlog") == 0 and binlog_file_number(None) == 0
+    assert binlog_file_number("") == 0
