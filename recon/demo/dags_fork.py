@@ -36,7 +36,10 @@ def _preload() -> None:
     from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
 
     cli_parser.get_parser()
-    _warm_execution_api()
+    try:
+        _warm_execution_api()
+    except Exception as err:  # noqa: BLE001 - a saving only: each run then builds its own
+        print(f"dags_fork: execution API not built ahead ({type(err).__name__}: {err})", flush=True)
     # What each `dags test` writes first (the DAG bundles, then every DAG of the bundle), once,
     # here: two runs starting together on a new metadata database would insert the same rows
     # at once (the second fails on a unique constraint); after this they only read or update.
