@@ -77,6 +77,14 @@ def _image_columns(payload: dict[str, Any], which: str) -> dict[str, Any] | None
     return cols
 
 
+def _typed(cols: dict[str, Any] | None, types: dict[str, str]) -> dict[str, str | None] | None:
+    """An image's values as text by their column's type; a string is kept whatever its column
+    (the common case, tested inline: a call per value was a tenth of the decode)."""
+    if cols is None:
+        return None
+    return {c: v if type(v) is str else _value(v, types[c]) for c, v in cols.items()}
+
+
 class DataworksJsonDecoder(JsonStreamDecoder):
     format_name = "dataworks_json"
     label = "DataWorks message"
@@ -159,25 +167,13 @@ class DataworksJsonDecoder(JsonStreamDecoder):
                 for c, v in cols.items():
                     if c not in types:
                         types[c] = "int64" if isinstance(v, int) else "string"
-        # a string is kept whatever its column (the common case, tested inline: a call per
-        # value was a tenth of the decode)
-        before = (
-            None
-            if cols_b is None
-            else {c: v if type(v) is str else _value(v, types[c]) for c, v in cols_b.items()}
-        )
-        after = (
-            None
-            if cols_a is None
-            else {c: v if type(v) is str else _value(v, types[c]) for c, v in cols_a.items()}
-        )
         return Event(
             db=db,
             tbl=tbl,
             op="insert",
             pk=pk,
-            before=before,
-            after=after,
+            before=_typed(cols_b, types),
+            after=_typed(cols_a, types),
             types=types,
             order_key=order_key,
             **common,
@@ -235,10 +231,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         # went to another partition; a damaged or control record proves nothing (it waits)
         if not self.unfollowed:  # no UPDATE_BEFOR waits for its next record (most records)
             super().feed(rec)
-            for k, (r, _) in self.pending.items():
-                if r is rec:
-                    self.unfollowed.add(k)
-                    self.passed.discard(k)
+            self._mark_waiting(rec)
             return
         first = {k: r for k, (r, _) in self.pending.items() if k in self.unfollowed}
         emitted = len(self.sink.events)
@@ -250,6 +243,10 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             self.unfollowed.discard(k)
             if row_change and k in self.pending and self.pending[k][0] is r:
                 self.passed.add(k)
+        self._mark_waiting(rec)
+
+    def _mark_waiting(self, rec: RawRecord) -> None:
+        """An UPDATE_BEFOR `rec` just left waiting: no record has followed it yet."""
         for k, (r, _) in self.pending.items():
             if r is rec:
                 self.unfollowed.add(k)

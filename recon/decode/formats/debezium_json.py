@@ -390,11 +390,11 @@ def _images(
     types: dict[str, str] = {}
     before = _image(payload, "before", fields, parts, types)
     after = _image(payload, "after", fields, parts, types)
-    meta = fields.get("after") or fields.get("before")
-    part = parts.get("after" if fields.get("after") else "before")
+    which = "after" if fields.get("after") else "before"  # the image whose defaults count
+    part = parts.get(which)
     if part is not None and not part.defaults:
         return before, after, types, {}
-    return before, after, types, _defaults(meta, types)
+    return before, after, types, _defaults(fields.get(which), types)
 
 
 def _image(
