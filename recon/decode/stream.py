@@ -70,6 +70,19 @@ def _event_batch(events: list[Event], kind: str) -> pa.RecordBatch:
 
 
 def _nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """A map<string,string> (dicts) or list<string> column. Rows that hold one shared object
+    (a table's column types, an event's key columns shared by its rows) are built once each
+    and repeated by index: most rows of a batch do."""
+    ids = list(map(id, values))
+    distinct = dict(zip(ids, values, strict=True))
+    if len(distinct) * 4 > len(values):
+        return _flat_nested_array(values, typ)
+    at = {i: n for n, i in enumerate(distinct)}
+    rows = pa.array(list(map(at.__getitem__, ids)), pa.int32())
+    return _flat_nested_array(list(distinct.values()), typ).take(rows)
+
+
+def _flat_nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
     """A map<string,string> (dicts) or list<string> column from flat keys/items and offsets,
     each gathered by a C-level iteration (~8x faster than pa.array over a list of (key, value)
     pairs per row, and 2.3x faster than a Python loop extending the lists row by row)."""

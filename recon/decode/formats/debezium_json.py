@@ -30,7 +30,7 @@ from recon.core.values import (
     parse_timestamp_text,
     time_from_us,
 )
-from recon.decode.base import JsonStreamDecoder
+from recon.decode.base import JsonStreamDecoder, PerObject, SharedMemberJson
 from recon.decode.stats import Stat
 from recon.errors import DecodeError
 
@@ -176,6 +176,9 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
     def accepts(self, msg: Any) -> str | None:
         return None if isinstance(msg, dict) else "the value is not a JSON object"
 
+    def parse(self, value: bytes) -> Any:
+        return _PARSE(value)
+
     def handle(self, rec: RawRecord, msg: dict[str, Any]) -> None:
         schema = None
         if "payload" in msg and "schema" in msg and len(msg) <= 2:
@@ -286,6 +289,10 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         return list(key.keys()) if isinstance(key, dict) else []
 
 
+_PARSE = SharedMemberJson("schema")
+"""The envelope's schema is most of a message's bytes, the same text in every message of a
+table: read once per distinct text."""
+
 _DML: dict[str, Op] = {"c": "insert", "u": "update", "d": "delete"}
 
 
@@ -348,13 +355,26 @@ _FIELDS_CACHE: dict[bytes, tuple[_Fields, dict[str, _Part]]] = {}
 _NO_FIELD: tuple[None, None, None] = (None, None, None)
 
 
+def _fields_of(schema: dict[str, Any]) -> tuple[_Fields, dict[str, _Part]]:
+    return _fields_of_text(orjson.dumps(schema), schema)
+
+
+_FIELDS_OF = PerObject(_fields_of)
+"""A shared schema object's fields (`SharedMemberJson`): read without writing the schema out
+as text again."""
+
+
 def _schema_fields(schema: object) -> tuple[_Fields, dict[str, _Part]]:
     """The before/after fields of a message schema: column -> (logical type, field, converter),
     and the same per image as a `_Part`. Every message of a table repeats its schema: read
     once per distinct schema text (the cache is read-only for callers and bounded)."""
     if not isinstance(schema, dict):
         return {}, {}
-    text = orjson.dumps(schema)
+    return _FIELDS_OF(schema)
+
+
+def _fields_of_text(text: bytes, schema: dict[str, Any]) -> tuple[_Fields, dict[str, _Part]]:
+    """`_schema_fields` of a schema, cached by its text."""
     cached = _FIELDS_CACHE.get(text)
     if cached is None:
         fields: _Fields = {}

@@ -1,0 +1,129 @@
+"""The decoders' fast paths give what the plain ones give: the JSON reader that shares a
+repeated member (`SharedMemberJson`) against `orjson.loads`, and the map and list columns built
+once per shared object against the column built row by row (hypothesis)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recon.core.model import RawRecord
+from recon.decode.base import PerObject, SharedMemberJson
+from recon.decode.stream import _flat_nested_array, _nested_array, decode_records
+
+# JSON values orjson reads exactly: integers within 64 bits (orjson makes a longer one a float)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+_MESSAGES = st.dictionaries(
+    st.sampled_from(["schema", "payload", "op", "x"]) | st.text(max_size=4), _JSON, max_size=4
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(msg=_MESSAGES | _JSON, spaced=st.booleans())
+def test_shared_member_json_reads_what_orjson_reads(msg: Any, spaced: bool) -> None:
+    """Any JSON value (an object or not, as compact or spaced text) reads as orjson reads it,
+    twice in a row: the second read shares the first one's `schema` object."""
+    text = json.dumps(msg, ensure_ascii=False).encode() if spaced else orjson.dumps(msg)
+    read = SharedMemberJson("schema")
+    first, second = read(text), read(text)
+    assert first == second == orjson.loads(text)
+
+
+@given(schema=st.dictionaries(st.text(max_size=5), _JSON, min_size=1, max_size=4), n=_JSON)
+def test_messages_that_repeat_the_member_share_one_object(schema: Any, n: Any) -> None:
+    """The member is parsed once per distinct text: messages that repeat it share the object;
+    another text of it is another object."""
+    read = SharedMemberJson("schema")
+    one, two = (read(orjson.dumps({"schema": schema, "payload": {"n": n, "i": i}})) for i in (1, 2))
+    assert one["schema"] is two["schema"] and one["schema"] == schema
+    assert (one["payload"], two["payload"]) == ({"n": n, "i": 1}, {"n": n, "i": 2})
+    other = read(orjson.dumps({"schema": {**schema, "more": 1}, "payload": None}))
+    assert other["schema"] is not one["schema"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"{", b'{"a":1,}', b"[1,2]", b"NaN", b'{"a":1e400}', b'{"a":"\\ud800"}', b"\xef\xbb\xbf{}",
+     b'{"a":1}x', b'"\xff"', b"[" * 2000 + b"]" * 2000],
+)  # fmt: skip
+def test_shared_member_json_fails_or_reads_as_orjson_does(text: bytes) -> None:
+    """What msgspec refuses is read by orjson: the same value, or the same error."""
+    try:
+        want: object = orjson.loads(text)
+    except orjson.JSONDecodeError as err:
+        want = str(err)
+    try:
+        got: object = SharedMemberJson("schema")(text)
+    except orjson.JSONDecodeError as err:
+        got = str(err)
+    assert got == want
+
+
+def test_shared_member_json_keeps_integers_beyond_64_bits_exact() -> None:
+    """orjson reads an integer beyond 64 bits as a float (its digits lost); the reader keeps
+    it, so a Debezium value of 25 digits decodes to its 25 digits."""
+    big = 1234567890123456789012345
+    assert SharedMemberJson("schema")(b'{"payload":{"v":%d}}' % big) == {"payload": {"v": big}}
+    msg = {"before": None, "after": {"id": 1, "n": big}, "op": "c",
+           "source": {"db": "shop", "table": "t", "ts_ms": 1}}  # fmt: skip
+    rec = RawRecord("db1.shop.t", 0, 0, None, json.dumps(msg).encode(), 0)
+    (event,) = [
+        e for e in decode_records([rec], "debezium_json").to_pylist() if e["kind"] == "event"
+    ]
+    assert dict(event["after"])["n"] == str(big)
+
+
+def test_per_object_derives_once_per_object_not_per_equal_value() -> None:
+    seen: list[object] = []
+    derive = PerObject(lambda o: seen.append(o) or len(seen))
+    a, b = {"k": 1}, {"k": 1}
+    assert [derive(a), derive(a), derive(b), derive(a)] == [1, 1, 2, 1]
+    small = PerObject(lambda o: id(o), limit=2)
+    objs = [[i] for i in range(5)]
+    assert [small(o) for o in objs] == [id(o) for o in objs]  # bounded: cleared, still right
+    assert len(small.known) <= 2
+
+
+_MAP = pa.map_(pa.string(), pa.string())
+_LIST = pa.list_(pa.string())
+_DICTS = st.dictionaries(st.text(max_size=3), st.none() | st.text(max_size=3), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shared=st.lists(st.none() | _DICTS, min_size=1, max_size=4),
+    rows=st.lists(st.integers(0, 3), max_size=80),
+    own=st.lists(st.tuples(st.integers(0, 80), _DICTS), max_size=30),
+)
+def test_map_and_list_columns_of_shared_objects_equal_the_row_by_row_column(
+    shared: list[Any], rows: list[int], own: list[tuple[int, dict[str, Any]]]
+) -> None:
+    """Rows that repeat a few shared objects (built once, then taken by index: most rows
+    repeat one) and rows of their own (built row by row: most rows have their own) give the
+    column that building every row does, maps and lists alike."""
+    values = [shared[i % len(shared)] for i in rows]
+    for at, d in own:
+        values.insert(at, d)
+    assert _nested_array(values, _MAP).equals(_flat_nested_array(values, _MAP))
+    as_lists = {id(v): None if v is None else list(v) for v in values}  # shared stays shared
+    lists = [as_lists[id(v)] for v in values]
+    assert _nested_array(lists, _LIST).equals(_flat_nested_array(lists, _LIST))
