@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -37,11 +37,13 @@ from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
+from recon.decode.summary import SHAPE_FIELDS, DecodedShapes, EventShape, shape_columns
 from recon.decode.task_files import FILE_ROWS_DDL, commit_task_files, write_task_files
 from recon.faults import checkpoint
 from recon.layout import (
     Layout,
     dump_bytes,
+    folder_files,
     has_parquet,
     hour_text,
     read_json,
@@ -120,6 +122,7 @@ class _Decoded:
     ddls: list[tuple[str, str, str]]
     quarantine_reasons: dict[str, int]
     unreadable_lines: int
+    shapes: list[EventShape]
 
 
 def decode_hour(
@@ -155,6 +158,11 @@ def decode_hour(
         layout.schema(hour), {"tables": {k: v.to_json() for k, v in sorted(defs.items())}}
     )
     counters = _counters(cfg, hour, run_id, inp, decoded)
+    shapes: DecodedShapes = {
+        "events_files": folder_files(layout.events(hour)),
+        "shapes": decoded.shapes,
+    }
+    counters["event_shapes"] = shapes
     write_json_atomic(layout.decode_counters(hour), counters)
     for d in (staging, copy):
         shutil.rmtree(d, ignore_errors=True)
@@ -514,21 +522,22 @@ def _count_paired(decoded: _Decoded, paired: dict[PartitionKey, int]) -> None:
 
 
 def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
-    """The decoders' counters, the events per operation, the quarantine's reasons and the
-    hour's DDL, read back from the staged output in one aggregate (one job where it was one per
-    kind), then the DDL rows themselves only when there are any."""
+    """The decoders' counters, the events per operation and shape (`recon.decode.summary`), the
+    quarantine's reasons and the hour's DDL, read back from the staged output in one aggregate
+    (one job where it was one per kind), then the DDL rows themselves only when there are any."""
     kinds = [k for k in ("stat", "event", "quarantine") if (staging / f"kind={k}").exists()]
     stats: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
-    events_by_op: dict[str, int] = {}
+    events_by_op: dict[str, int] = defaultdict(int)
     reasons: dict[str, int] = {}
+    shapes: list[EventShape] = []
     if not kinds:
-        return _Decoded(stats, events_by_op, [], reasons, 0)
+        return _Decoded(stats, events_by_op, [], reasons, 0, shapes)
     staged = spark.read.option("basePath", str(staging)).parquet(
         *[str(staging / f"kind={k}") for k in kinds]
     )
-    is_stat = F.col("kind") == "stat"
+    is_stat, is_event = F.col("kind") == "stat", F.col("kind") == "event"
     # a DDL that could not be read was quarantined: it still leaves its table unreadable
-    is_ddl = ((F.col("kind") == "event") & (F.col("op") == "ddl")) | (
+    is_ddl = (is_event & (F.col("op") == "ddl")) | (
         (F.col("kind") == "quarantine") & F.col("ddl").isNotNull()
     )
     counted = staged.groupBy(
@@ -536,12 +545,15 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
         F.when(is_stat, F.col("topic")).alias("topic"),
         F.when(is_stat, F.col("partition")).alias("partition"),
         F.when(is_stat, F.col("stat"))
-        .when(F.col("kind") == "event", F.col("op"))
+        .when(is_event, F.col("op"))
         .otherwise(F.col("reason"))
         .alias("name"),
+        F.when(is_event, F.col("db")).alias("db"),
+        F.when(is_event, F.col("tbl")).alias("tbl"),
+        *shape_columns(among=is_event),
     ).agg(
         F.sum(F.when(is_stat, F.col("n")).otherwise(F.lit(1))).alias("n"),
-        F.max(is_ddl.cast("int")).alias("ddl"),
+        F.max(is_ddl.cast("int")).alias("ddl_seen"),
     )
     has_ddl = False
     for r in counted.collect():
@@ -549,17 +561,25 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
         if r["kind"] == "stat":
             stats[(r["topic"], r["partition"])][r["name"]] = n
         elif r["kind"] == "event":
-            events_by_op[r["name"]] = n
+            events_by_op[r["name"]] += n
+            shapes.append(_shape(r, n))
         else:
             reasons[r["name"]] = n
-        has_ddl = has_ddl or bool(r["ddl"])
+        has_ddl = has_ddl or bool(r["ddl_seen"])
     ddls: list[tuple[str, str, str]] = []
     if has_ddl:
         rows = staged.where(is_ddl).select("order_key", "db", "tbl", "ddl").collect()
         rows.sort(key=lambda r: (r["order_key"] is not None, r["order_key"] or b""))  # nulls first
         ddls = [(r["db"], r["tbl"], r["ddl"]) for r in rows]
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
-    return _Decoded(stats, events_by_op, ddls, reasons, unreadable)
+    shapes.sort(key=lambda s: tuple(str(v) for v in s.values()))
+    return _Decoded(stats, dict(events_by_op), ddls, reasons, unreadable, shapes)
+
+
+def _shape(row: Row, n: int) -> EventShape:
+    shape: dict[str, Any] = {"db": row["db"], "tbl": row["tbl"], "op": row["name"], "n": n}
+    shape.update((f, row[f]) for f in SHAPE_FIELDS)
+    return shape  # type: ignore[return-value]
 
 
 def _write_offset_intervals(

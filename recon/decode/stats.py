@@ -9,7 +9,10 @@ start with `non_dml_`, so they never collide with a `Stat`.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from recon.decode.summary import DecodedShapes
 
 
 class Stat(StrEnum):
@@ -123,6 +126,9 @@ class DecodeCounters(TypedDict):
     ddl: list[str]
     quarantine_reasons: dict[str, int]
     partitions: list[PartitionCounters]
+    event_shapes: NotRequired[DecodedShapes]
+    """What the merge must know of the events before it reads them (absent: decoded before
+    the decode counted it; the merge counts it then)."""
 
 
 def total(counters: DecodeCounters, stat: Stat) -> int:

@@ -27,6 +27,11 @@ before it, and for rows a schema change rewrites: filled by the fold)."""
 STATE_COLS = [c.split()[0] for c in STATE_DDL.split(", ")]
 
 
+def _source_regex(pattern: str) -> str:
+    """A `from:` pattern (`*`, `?` wildcards) as a regular expression of `db.table`."""
+    return "^" + re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".") + "$"
+
+
 def route_expr(cfg: PipelineConfig) -> Column:
     """The published table an event belongs to: the first table whose `from:` matches its
     source `db.table` (config order), else the source table itself."""
@@ -34,10 +39,26 @@ def route_expr(cfg: PipelineConfig) -> Column:
     out: Column | None = None
     for name, t in cfg.tables.items():
         for pattern in t.sources:
-            regex = "^" + re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".") + "$"
-            cond = src.rlike(regex)
+            cond = src.rlike(_source_regex(pattern))
             out = F.when(cond, F.lit(name)) if out is None else out.when(cond, F.lit(name))
     return src if out is None else out.otherwise(src)
+
+
+# Java's regular expressions end a line (`.`, `$`) at these too; Python's at "\n" only
+_JAVA_LINE_ENDS = frozenset("\n\r\u0085\u2028\u2029")
+
+
+def route_table(cfg: PipelineConfig, db: str | None, tbl: str | None) -> str | None:
+    """`route_expr` of one source table, in Python; None for a name with a line break in it,
+    which the two regular expression engines read apart."""
+    src = ".".join(x for x in (db, tbl) if x is not None)
+    if not _JAVA_LINE_ENDS.isdisjoint(src):
+        return None
+    for name, t in cfg.tables.items():
+        for pattern in t.sources:
+            if re.search(_source_regex(pattern), src):
+                return name
+    return src
 
 
 def pk_key(img: str, pk: Column) -> Column:
@@ -75,13 +96,16 @@ def lit_map(d: dict[str, Any]) -> Column:
 
 
 def watermark_skips(
-    ev: DataFrame, wm: Watermark
+    ev: DataFrame, wm: Watermark, among: Column | None = None
 ) -> tuple[DataFrame, dict[str, int], dict[str, int]]:
-    """(events past the snapshot's watermark, skipped per table, not comparable per table)."""
-    ev = ev.withColumn("_wm", F.expr(wm.sql()))
+    """(events past the snapshot's watermark, skipped per table, not comparable per table);
+    `among`: only these events are compared (the others are kept, and not counted)."""
+    at_or_before = F.expr(wm.sql())
+    ev = ev.withColumn("_wm", at_or_before if among is None else F.when(among, at_or_before))
+    compared = ev if among is None else ev.where(among)
     skipped: dict[str, int] = {}
     not_comparable: dict[str, int] = {}
-    for r in ev.groupBy("table", "_wm").agg(F.count("*").alias("n")).collect():
+    for r in compared.groupBy("table", "_wm").agg(F.count("*").alias("n")).collect():
         if r["_wm"] is True:
             skipped[r["table"]] = int(r["n"])
         elif r["_wm"] is None:
@@ -89,10 +113,13 @@ def watermark_skips(
     return ev.where(~F.coalesce(F.col("_wm"), F.lit(False))).drop("_wm"), skipped, not_comparable
 
 
-def contributions(ev: DataFrame, pks: dict[str, list[str]]) -> DataFrame:
-    """Every contribution the events make (state columns but `bucket`): an event makes at most
-    two, built side by side from one read of the events (a union of one filter per kind read
-    the hour's events four times: ~30% more for the merge's contributions, measured)."""
+def contributions(
+    ev: DataFrame, pks: dict[str, list[str]], carried: tuple[str, ...] = ()
+) -> DataFrame:
+    """Every contribution the events make (state columns but `bucket`, and the event's
+    `carried` columns): an event makes at most two, built side by side from one read of the
+    events (a union of one filter per kind read the hour's events four times: ~30% more for the
+    merge's contributions, measured)."""
     ev = ev.withColumn("_pk", lit_map(pks)[F.col("table")])
     pk, op, before, after = F.col("_pk"), F.col("op"), F.col("before"), F.col("after")
     has_pk = F.size(pk) > 0
@@ -120,8 +147,9 @@ def contributions(ev: DataFrame, pks: dict[str, list[str]]) -> DataFrame:
     )
     made = F.filter(F.array(first, second), lambda c: c.isNotNull())
     return ev.select(
-        "table", F.col("order_key").alias("ident"), "order_key", "event_time_ms",
+        "table", F.col("order_key").alias("ident"), "order_key", "event_time_ms", *carried,
         F.explode(made).alias("_c"),
     ).select(
-        "table", "_c.key", "ident", "order_key", "_c.sign", "_c.row", "event_time_ms", "_c.op"
+        "table", "_c.key", "ident", "order_key", "_c.sign", "_c.row", "event_time_ms", "_c.op",
+        *carried,
     )  # fmt: skip

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -18,7 +19,9 @@ from recon.core.ddl import apply_alter_table
 from recon.core.schema import TableSchema, canonical_default
 from recon.core.sqlddl import TableDef
 from recon.core.values import mysql_logical_type
+from recon.decode.summary import SHAPE_FIELDS, EventShape, shape_columns
 from recon.layout import hour_text
+from recon.merge.contributions import route_table
 from recon.merge.manifest import Manifest
 
 
@@ -36,35 +39,38 @@ class HourSummary:
     )
     """(table, image columns, types, primary key, defaults), each as Spark's JSON text"""
 
+    def add(self, table: str, op: str, n: int, *shape: Any) -> None:
+        """`n` events of `table` and `op` with one shape (`recon.decode.summary.SHAPE_FIELDS`)."""
+        ddl, at, cols, types, pk, defaults = shape
+        ops = self.by_table_op.setdefault(table, {})
+        ops[op] = ops.get(op, 0) + n
+        if op == "ddl":
+            self.ddl.append((table, ddl or "", at))
+        elif op is not None:
+            self.shapes.append((table, cols, types, pk, defaults))
+
 
 def summarize_hour(events: DataFrame) -> HourSummary:
     """The hour's counts, DDL rows and image shapes in one job (they were three passes over
-    the events): the groups are few (tables x ops x shapes, one per DDL statement)."""
-    is_ddl = F.col("op") == "ddl"
-    not_ddl = F.col("op") != "ddl"
-    rows = (
-        events.groupBy(
-            "table",
-            "op",
-            F.when(is_ddl, F.col("ddl")).alias("ddl"),
-            # source order: the hex of two order keys sorts as their bytes do
-            F.when(is_ddl, F.hex("order_key")).alias("at"),
-            F.when(not_ddl, F.to_json(F.map_keys(F.coalesce("after", "before")))).alias("cols"),
-            F.when(not_ddl, F.to_json("types")).alias("types"),
-            F.when(not_ddl, F.to_json("pk")).alias("pk"),
-            F.when(not_ddl, F.to_json("defaults")).alias("defaults"),
-        )
-        .agg(F.count("*").alias("n"))
-        .collect()
-    )
+    the events): the groups are few (tables x ops x shapes, one per DDL statement). For an hour
+    whose decode counted them (`summary_of_shapes`), the merge need not run it."""
+    rows = events.groupBy("table", "op", *shape_columns()).agg(F.count("*").alias("n")).collect()
     out = HourSummary()
     for r in rows:
-        ops = out.by_table_op.setdefault(r["table"], {})
-        ops[r["op"]] = ops.get(r["op"], 0) + int(r["n"])
-        if r["op"] == "ddl":
-            out.ddl.append((r["table"], r["ddl"] or "", r["at"]))
-        elif r["op"] is not None:
-            out.shapes.append((r["table"], r["cols"], r["types"], r["pk"], r["defaults"]))
+        out.add(r["table"], r["op"], int(r["n"]), *(r[f] for f in SHAPE_FIELDS))
+    return out
+
+
+def summary_of_shapes(cfg: PipelineConfig, shapes: list[EventShape]) -> HourSummary | None:
+    """The summary `summarize_hour` gives, from the shapes the decode counted per source table
+    (routed to the published tables here as `route_expr` does); None when a table name holds
+    a character Python's and Java's regular expressions treat apart (a line break)."""
+    out = HourSummary()
+    for s in shapes:
+        table = route_table(cfg, s["db"], s["tbl"])
+        if table is None:
+            return None
+        out.add(table, s["op"], s["n"], *(s[f] for f in SHAPE_FIELDS))  # type: ignore[literal-required]
     return out
 
 

@@ -55,7 +55,13 @@ from recon.merge.manifest import (
     state_rows,
 )
 from recon.merge.result import MergeResult, PublishResult, TableMerge
-from recon.merge.schemas import HourSummary, normalize_image, resolve_schemas, summarize_hour
+from recon.merge.schemas import (
+    HourSummary,
+    normalize_image,
+    resolve_schemas,
+    summarize_hour,
+    summary_of_shapes,
+)
 from recon.merge.snapshot import load_watermark, snapshot_rows
 from recon.merge.state import (
     U64,
@@ -67,7 +73,7 @@ from recon.merge.state import (
     live_rows,
     skip_counts,
 )
-from recon.merge.unfit import UNFIT, flag_unfit, unfit_counts, write_unfit_quarantine
+from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
 from recon.publish.iceberg import publish_table, published_hours
 from recon.spark.session import SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
 
@@ -132,6 +138,8 @@ class _HourMerge:
     skipped_wm: dict[str, int] = field(default_factory=dict)
     not_comparable: dict[str, int] = field(default_factory=dict)
     contrib: DataFrame = field(init=False)
+    to_fold: DataFrame = field(init=False)
+    """The contributions of the changes not set aside."""
     snapshot_for: list[str] = field(default_factory=list)
     snapshot_info: SnapshotInfo | None = None
     touched: dict[str, set[int]] = field(default_factory=dict)
@@ -142,7 +150,8 @@ class _HourMerge:
     old_read: bool = False
     unfit: dict[str, dict[str, int]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
-    mergeable: DataFrame = field(init=False)
+    flagged: DataFrame = field(init=False)
+    """The hour's events, each with the columns whose values do not fit (`UNFIT`)."""
     attempt: str = field(default_factory=new_attempt)
 
     @property
@@ -174,15 +183,15 @@ class _HourMerge:
         self.schemas, self.schema_changed, self.events = resolve_schemas(
             self.cfg, self.man, self.events, self.summary, self.hour, self.names
         )
-        self.set_aside_unfit()
         self.build_contributions()
         self.find_touched_buckets()
+        self.set_aside_unfit()
         old = self.read_old_state()
         ms_tables = [n for n in self.names if not self.schemas[n].primary_key]
         changes = sum(n for t in self.names for n in self.by_table_op.get(t, {}).values())
         # nothing to be stale against, or already in, before a table's first state
-        self.skips = skip_counts(old, self.contrib, ms_tables, changes) if self.old_read else {}
-        self.write_state(fold(old, self.contrib, ms_tables), ms_tables)
+        self.skips = skip_counts(old, self.to_fold, ms_tables, changes) if self.old_read else {}
+        self.write_state(fold(old, self.to_fold, ms_tables), ms_tables)
         self.check_events_unchanged()
         new_man = copy_manifest(self.man)
         tables_out = {n: self.finish_table(n, new_man, publish) for n in self.names}
@@ -204,7 +213,15 @@ class _HourMerge:
         else:
             events = self.spark.createDataFrame([], arrow_ddl(EVENT_SCHEMA))
         self.events = events.withColumn("table", route_expr(self.cfg))
-        self.summary = summarize_hour(self.events)
+        self.summary = self.decoded_summary() or summarize_hour(self.events)
+
+    def decoded_summary(self) -> HourSummary | None:
+        """The summary from what the decode counted of these very events (None: an hour decoded
+        before it counted it, or whose events have changed since)."""
+        decoded = read_json(self.cfg.layout.decode_counters(self.hour)).get("event_shapes")
+        if not decoded or [tuple(f) for f in decoded["events_files"]] != self.events_files:
+            return None
+        return summary_of_shapes(self.cfg, decoded["shapes"])
 
     def check_events_unchanged(self) -> None:
         """The hour's events are read by several jobs, not copied first: an hour decoded again
@@ -218,27 +235,31 @@ class _HourMerge:
 
     def set_aside_unfit(self) -> None:
         """Changes with a value that does not fit its column leave the merge for the
-        quarantine (`recon.merge.unfit`); the rest is what the merge folds."""
-        flagged = flag_unfit(self.cfg, self.events, self.schemas, self.names)
-        self.unfit = unfit_counts(flagged)
+        quarantine (`recon.merge.unfit`): their contributions are not folded (they were counted
+        apart, in the same job as the others: `find_touched_buckets`)."""
         write_unfit_quarantine(
-            self.spark, self.cfg, self.hour, flagged, self.schemas, self.names, bool(self.unfit)
-        )
-        self.mergeable = (
-            flagged.where(F.size(UNFIT) == 0).drop(UNFIT) if self.unfit else self.events
-        )
+            self.spark, self.cfg, self.hour, self.flagged, self.schemas, self.names,
+            bool(self.unfit),
+        )  # fmt: skip
+        self.to_fold = self.contrib.where(F.size(UNFIT) == 0) if self.unfit else self.contrib
 
     def buckets_of(self, name: str) -> int:
         entry = self.man["tables"].get(name)
         return int(entry["buckets"]) if entry else self.default_buckets
 
     def build_contributions(self) -> None:
-        ev = self.mergeable.where(F.col("table").isin(self.names) & (F.col("op") != "ddl"))
+        """The events' contributions, kept on disk for the jobs that read them; each names the
+        columns whose values do not fit (`UNFIT`: a change set aside, counted with the others
+        in one job, then left out: one pass over the events, where the check was one more)."""
+        self.flagged = flag_unfit(self.cfg, self.events, self.schemas, self.names)
+        ev = self.flagged.where(F.col("table").isin(self.names) & (F.col("op") != "ddl"))
         wm = load_watermark(self.cfg.snapshot_path) if self.cfg.snapshot_path else None
-        if wm is not None:
-            ev, self.skipped_wm, self.not_comparable = watermark_skips(ev, wm)
+        if wm is not None:  # a change set aside is neither skipped nor counted as such
+            ev, self.skipped_wm, self.not_comparable = watermark_skips(
+                ev, wm, among=F.size(UNFIT) == 0
+            )
         pks = {n: s.primary_key for n, s in self.schemas.items()}
-        contrib = contributions(ev, pks)
+        contrib = contributions(ev, pks, carried=(UNFIT,))
         self.snapshot_info = self.man["snapshot"]
         # the snapshot is loaded into a table's state when that state starts (first merge, or
         # the first after a rebuild); states from before per-table tracking count as loaded
@@ -253,7 +274,9 @@ class _HourMerge:
         if wm is not None and self.snapshot_for:
             snap = snapshot_rows(self.spark, self.cfg, self.schemas, wm, self.snapshot_for)
             if snap is not None:
-                contrib = contrib.unionByName(snap)
+                contrib = contrib.unionByName(
+                    snap.withColumn(UNFIT, F.array().cast("array<string>"))
+                )
             self.snapshot_info = {
                 "watermark": wm.to_json(),
                 "loaded_in_hour": self.H,
@@ -267,7 +290,7 @@ class _HourMerge:
         )
 
     def find_touched_buckets(self) -> None:
-        touched, self.entered = contribution_counts(self.contrib)
+        touched, self.entered, self.unfit = contribution_counts(self.contrib, UNFIT)
         self.touched = {n: touched.get(n, set()) for n in self.names}
         for n in self.names:  # a schema change rewrites the whole published table
             if self.schema_changed[n] and n in self.man["tables"]:

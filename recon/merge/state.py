@@ -156,18 +156,33 @@ class EnteredCounts(TypedDict):
     snapshot_rows: dict[str, int]
 
 
-def contribution_counts(contrib: DataFrame) -> tuple[dict[str, set[int]], EnteredCounts]:
-    """In one job: the buckets each table's contributions touch, and what entered the merge
-    (events by op, primary-key changes, snapshot rows)."""
+UnfitCounts = dict[str, dict[str, int]]
+"""table -> {"changes": n, <column>: n}: the changes set aside as their values do not fit."""
+
+
+def contribution_counts(
+    contrib: DataFrame, unfit: str
+) -> tuple[dict[str, set[int]], EnteredCounts, UnfitCounts]:
+    """In one job: the buckets each table's contributions touch, what entered the merge (events
+    by op, primary-key changes, snapshot rows), and the changes set aside, by the columns their
+    values do not fit (`unfit`: the contributions' column naming them; an event set aside makes
+    no contribution enter, and is counted once, by its new image)."""
     touched: dict[str, set[int]] = {}
     out: EnteredCounts = {"by_op": {}, "pk_changes": {}, "snapshot_rows": {}}
+    set_aside: UnfitCounts = {}
     main = F.when((F.col("sign") != -1) | (F.col("op") == "delete"), 1).otherwise(0)
     oob = (F.length("order_key") == 0).alias("oob")
-    agg = contrib.groupBy("table", "bucket", "op", oob).agg(
+    agg = contrib.groupBy("table", "bucket", "op", oob, unfit).agg(
         F.count("*").alias("n"), F.sum(main).alias("main")
     )
     for r in agg.collect():
         t, n = r["table"], int(r["n"])
+        if r[unfit]:
+            if r["op"] in ("insert", "update", "snapshot"):  # the new image: once an event
+                counts = set_aside.setdefault(t, {"changes": 0})
+                for c in ("changes", *r[unfit]):
+                    counts[c] = counts.get(c, 0) + int(r["main"])
+            continue
         touched.setdefault(t, set()).add(int(r["bucket"]))
         if r["oob"]:
             out["snapshot_rows"][t] = out["snapshot_rows"].get(t, 0) + n
@@ -176,4 +191,4 @@ def contribution_counts(contrib: DataFrame) -> tuple[dict[str, set[int]], Entere
         elif r["main"]:
             by_op = out["by_op"].setdefault(t, {})
             by_op[r["op"]] = by_op.get(r["op"], 0) + int(r["main"])
-    return touched, out
+    return touched, out, set_aside

@@ -48,20 +48,6 @@ def flag_unfit(
     return events.withColumn(UNFIT, flagged)
 
 
-def unfit_counts(flagged: DataFrame) -> dict[str, dict[str, int]]:
-    """table -> {"changes": n, <column>: n}: one small aggregate (the distinct column sets)."""
-    out: dict[str, dict[str, int]] = {}
-    rows = (
-        flagged.where(F.size(UNFIT) > 0).groupBy("table", UNFIT).agg(F.count("*").alias("n"))
-    ).collect()
-    for r in rows:
-        t = out.setdefault(r["table"], {"changes": 0})
-        t["changes"] += int(r["n"])
-        for c in r[UNFIT]:
-            t[c] = t.get(c, 0) + int(r["n"])
-    return out
-
-
 def write_unfit_quarantine(
     spark: SparkSession,
     cfg: PipelineConfig,

@@ -84,3 +84,52 @@ def test_an_unfit_value_is_quarantined_and_the_key_keeps_its_previous_version(
     again = ds.dataset(str(cfg.layout.merge_quarantine(HOURS[1])), format="parquet").to_table()
     assert again.num_rows == 2
     assert {row["id"] for row in export_rows(cfg, "s.a")} == {1, 3, 4}
+
+
+def test_changes_set_aside_are_counted_once_each_for_keyless_tables_and_key_changes(
+    spark, tmp_path: Path
+) -> None:
+    """The set-aside changes are counted from the merge's contributions: an update of a table
+    without a key makes two (a copy removed, a copy added) and a primary-key change two (the new
+    image, the old key's tombstone), yet each is one change set aside; what fits still merges."""
+
+    def dbz(tbl: str, op: str, before: dict | None, after: dict | None) -> bytes:
+        src = {"db": "s", "table": tbl}
+        return json.dumps({"before": before, "after": after, "source": src, "op": op}).encode()
+
+    t0 = int(H0.timestamp() * 1000)
+    t1 = t0 + 3_600_000
+    values = [
+        (t0, dbz("a", "c", None, {"id": 1, "n": 5, "d": "2026-01-01"})),
+        (t0 + 1, dbz("b", "c", None, {"k": "x", "m": 1})),
+        (t0 + 2, dbz("b", "c", None, {"k": "y", "m": 2})),
+        (t1, dbz("a", "u", {"id": 1, "n": 5}, {"id": 9, "n": "nine", "d": "2026-01-01"})),
+        (t1 + 1, dbz("b", "u", {"k": "x", "m": 1}, {"k": "x", "m": "one"})),
+        (t1 + 2, dbz("b", "u", {"k": "y", "m": 2}, {"k": "y", "m": 3})),
+        (t1 + 3, dbz("b", "c", None, {"k": "z", "m": "zed"})),
+    ]
+    recs = [RawRecord("t", 0, i, None, v, ts) for i, (ts, v) in enumerate(values)]
+    write_dump(tmp_path / "raw", "t", recs, "parquet", HOURS, files_per_hour=1)
+    tables = {"s.a": {"ddl": DDL}, "s.b": {"ddl": "CREATE TABLE s.b (k VARCHAR(5), m INT)"}}
+    cfg = load_config(
+        write_pipeline(
+            tmp_path / "p.yaml",
+            name="p",
+            format="debezium_json",
+            topics=["t"],
+            raw=tmp_path / "raw",
+            warehouse=tmp_path / "wh",
+            start="2026-03-01T00:00:00Z",
+            tables=tables,
+        )  # fmt: skip
+    )
+    for h in HOURS:
+        decode_hour(spark, cfg, h)
+        r = merge_hour(spark, cfg, h, buckets=4)
+    a, b = r["tables"]["s.a"], r["tables"]["s.b"]
+    assert (a["skipped"]["uncastable"], a["uncastable_columns"]) == (1, {"n": 1})
+    assert (b["skipped"]["uncastable"], b["uncastable_columns"]) == (2, {"m": 2})
+    assert a["entered_by_op"] == {} and a["pk_changes"] == 0
+    assert b["entered_by_op"] == {"update": 1} and b["applied"] == 1
+    assert {row["id"]: row["n"] for row in export_rows(cfg, "s.a")} == {1: 5}
+    assert sorted((row["k"], row["m"]) for row in export_rows(cfg, "s.b")) == [("x", 1), ("y", 3)]

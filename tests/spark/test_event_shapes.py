@@ -1,0 +1,158 @@
+"""The merge's summary of an hour (counts per table and op, DDL statements, image shapes) from
+what the decode counted, against the merge's own count over the same events; and the Python
+routing of source tables to published ones against the Spark expression the merge routes by."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recon.config import load_config
+from recon.core.model import RawRecord
+from recon.decode.stage import decode_hour
+from recon.demo.demo import write_dump
+from recon.layout import read_json
+from recon.merge import stage as merge_stage
+from recon.merge.contributions import route_expr, route_table
+from recon.merge.schemas import HourSummary, summarize_hour, summary_of_shapes
+from recon.merge.stage import merge_hour
+from tests.support.builders import write_pipeline
+
+H = datetime(2026, 11, 20, 5, tzinfo=UTC)
+MS = int(H.timestamp() * 1000)
+
+
+def _field(name: str, typ: str, **more: Any) -> dict[str, Any]:
+    return {"field": name, "type": typ, "optional": True, **more}
+
+
+def _dbz(db: str, tbl: str, op: str, after: dict | None, before: dict | None, i: int,
+         fields: list[dict] | None = None) -> bytes:  # fmt: skip
+    source = {"db": db, "table": tbl, "file": "mysql-bin.000001", "pos": 100 + i, "row": 0,
+              "ts_ms": MS + i}  # fmt: skip
+    payload = {"before": before, "after": after, "source": source, "op": op, "ts_ms": MS + i}
+    if fields is None:  # schemas disabled: the payload alone, types inferred from the values
+        return json.dumps(payload).encode()
+    image = {"type": "struct", "optional": True, "fields": fields}
+    schema = {
+        "type": "struct",
+        "fields": [{**image, "field": "before"}, {**image, "field": "after"}],
+    }
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def _hour_records() -> list[RawRecord]:
+    orders = [_field("id", "int32"), _field("v", "string"),
+              _field("n", "int32", default=7)]  # fmt: skip
+    wider = [*orders, _field("w", "string")]
+    values = [
+        _dbz("shop", "orders", "c", {"id": 1, "v": "a", "n": 1}, None, 1, orders),
+        _dbz("shop", "orders", "u", {"id": 1, "v": "b", "n": 2}, {"id": 1, "v": "a", "n": 1}, 2, orders),
+        _dbz("shop", "orders", "c", {"id": 2, "v": "c", "n": 3, "w": "x"}, None, 3, wider),
+        _dbz("shop", "orders", "d", None, {"id": 2, "v": "c", "n": 3, "w": "x"}, 4, wider),
+        _dbz("shop", "items", "c", {"sku": "k1", "qty": 3}, None, 5),
+        _dbz("shop", "items", "c", {"sku": "k2", "qty": 4.5, "tag": None}, None, 6),
+        _dbz("legacy", "t1", "c", {"id": 1}, None, 7),
+        _dbz("legacy", "t2", "c", {"id": 1}, None, 8),
+        _dbz("other", "z", "r", {"k": True}, None, 9),
+        json.dumps({"databaseName": "shop", "ddl": "ALTER TABLE orders ADD COLUMN x INT DEFAULT 4",
+                    "source": {"file": "mysql-bin.000001", "pos": 200}}).encode(),  # fmt: skip
+        json.dumps({"databaseName": "shop", "ddl": "ALTER TABLE items DROP COLUMN tag",
+                    "source": {"file": "mysql-bin.000001", "pos": 201}}).encode(),  # fmt: skip
+    ]  # fmt: skip
+    return [RawRecord("cdc.shop", i % 2, i, None, v, MS + i) for i, v in enumerate(values)]
+
+
+def _decoded(tmp: Path) -> Any:
+    write_dump(tmp / "raw", "cdc.shop", _hour_records(), "parquet", [H])
+    tables = {
+        "shop.orders": {"primary_key": ["id"]},
+        "shop.items": {},
+        "legacy.all": {"from": ["legacy.*"]},
+    }
+    path = write_pipeline(tmp / "p.yaml", name="p", format="debezium_json", topics=["cdc.shop"],
+                          start=H.isoformat(), tables=tables)  # fmt: skip
+    return load_config(path)
+
+
+def _comparable(s: HourSummary) -> tuple[Any, ...]:
+    """Equal summaries as the merge reads them: the shapes as a set (they are observed each once,
+    `_observe_images`), the DDL in source order."""
+    return s.by_table_op, sorted(s.ddl, key=lambda d: d[2]), set(s.shapes)
+
+
+def test_the_decode_counts_the_summary_the_merge_would_count(spark, tmp_path: Path) -> None:
+    cfg = _decoded(tmp_path)
+    decode_hour(spark, cfg, H)
+    decoded = read_json(cfg.layout.decode_counters(H))["event_shapes"]
+    events = spark.read.parquet(str(cfg.layout.events(H))).withColumn("table", route_expr(cfg))
+    want = summarize_hour(events)
+    got = summary_of_shapes(cfg, decoded["shapes"])
+    assert got is not None and _comparable(got) == _comparable(want)
+    # what the hour holds, so that an empty or one-table hour cannot pass for the comparison
+    assert want.by_table_op == {
+        "shop.orders": {"insert": 2, "update": 1, "delete": 1, "ddl": 1},
+        "shop.items": {"insert": 2, "ddl": 1},
+        "legacy.all": {"insert": 2},
+        "other.z": {"snapshot": 1},
+    }
+    assert len({s for s in want.shapes if s[0] == "shop.orders"}) == 2  # a column added
+    assert any('"n":"7"' in (s[4] or "") for s in want.shapes)  # a stated default
+
+
+def test_the_merge_takes_the_decoded_summary_unless_the_events_changed(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge of a decoded hour counts nothing itself; once the events folder is not the one
+    the decode counted (a file rewritten), it counts the summary from the events again, and the
+    tables are the same either way."""
+    cfg = _decoded(tmp_path)
+    decode_hour(spark, cfg, H)
+    counted: list[int] = []
+
+    def counting(events: Any) -> HourSummary:
+        counted.append(1)
+        return summarize_hour(events)
+
+    monkeypatch.setattr(merge_stage, "summarize_hour", counting)
+    first = merge_hour(spark, cfg, H)
+    assert counted == []
+    some = next(cfg.layout.events(H).glob("*.parquet"))
+    os.utime(some, ns=(0, 0))  # same bytes, another file by its listing
+    again = merge_hour(spark, cfg, H)
+    assert counted == [1]
+    rows = {n: t["rows_after"] for n, t in first["tables"].items()}
+    assert rows == {n: t["rows_after"] for n, t in again["tables"].items()}
+    assert rows == {"shop.orders": 1, "shop.items": 2, "legacy.all": 2}
+
+
+@pytest.mark.parametrize(
+    "sources,names",
+    [
+        ({"a.all": ["shop.*"], "b.one": ["s?op.items", "x.y"]},
+         [("shop", "items"), ("sxop", "items"), ("shopx", "t"), ("x", "y"), ("x", "yy")]),
+        ({"c.t": ["we+ird.(t)*", "d.[a]"]},
+         [("we+ird", "(t)1"), ("weeird", "t"), ("d", "[a]"), ("d", "a"), ("e", None)]),
+        ({"u.t": ["ünï.*", "a\\b.c"]}, [("ünï", "köln"), ("a\\b", "c"), ("ab", "c"), (None, "t")]),
+        ({"n.t": ["*.*"]}, [("a", "b\n"), ("a", "b\u2028c"), ("a\r", "b"), ("a", "b")]),
+    ],
+)  # fmt: skip
+def test_python_routing_equals_the_spark_routing(
+    spark, tmp_path: Path, sources: dict[str, list[str]], names: list[tuple[Any, Any]]
+) -> None:
+    tables = {n: {"from": s} for n, s in sources.items()}
+    cfg = load_config(write_pipeline(tmp_path / "r.yaml", name="r", format="debezium_json",
+                                     tables=tables))  # fmt: skip
+    df = spark.createDataFrame(names, "db string, tbl string")
+    spark_routes = [r["t"] for r in df.select(route_expr(cfg).alias("t")).collect()]
+    for (db, tbl), want in zip(names, spark_routes, strict=True):
+        got = route_table(cfg, db, tbl)
+        if got is None:  # refused: only for a name with a line break
+            assert any(ch in f"{db}{tbl}" for ch in "\n\r\u0085\u2028\u2029")
+        else:
+            assert got == want, (db, tbl)
