@@ -74,7 +74,7 @@ from recon.merge.state import (
     skip_counts,
 )
 from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
-from recon.publish.iceberg import publish_table, published_hours
+from recon.publish.iceberg import publish_table, published_hours, written_row_checks
 from recon.spark.session import SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
 
 # What the merge computes and reads more than once (the hour's contributions, a keyless table's
@@ -357,7 +357,9 @@ class _HourMerge:
         # a keyed table's live rows are a filter of the files just written: read again, they
         # cost less than a disk copy of them; a keyless table's are an aggregate, kept
         self.live = live.persist(CACHE) if ms_tables else live
-        self.bstats = bucket_stats(state, self.live)
+        checks = {n: written_row_checks(self.cfg, n, self.schemas[n]) for n in self.names}
+        keyed = [n for n in self.names if self.schemas[n].primary_key]
+        self.bstats = bucket_stats(state, self.live, checks, keyed)
 
     def update_entry(self, n: str, entry: TableEntry) -> None:
         """Point the table's touched buckets at the folders this run wrote."""
@@ -397,8 +399,21 @@ class _HourMerge:
             sorted(self.touched[n]),
             props,
             (self.run_id, self.H, self.attempt),
+            self.written_checks(n),
             replace_all=n not in self.man["tables"],
         )
+
+    def written_checks(self, n: str) -> tuple[dict[str, int], int]:
+        """Over the rows written for table `n` (its touched buckets): values published as NULL
+        per column, and duplicate keys (`bucket_stats`)."""
+        unfit: dict[str, int] = {}
+        dup = 0
+        for (t, _), st in self.bstats.items():
+            if t == n:
+                for c, k in st["unfit"].items():
+                    unfit[c] = unfit.get(c, 0) + k
+                dup += st["dup_keys"]
+        return dict(sorted(unfit.items())), dup
 
     def finish_table(self, n: str, new_man: Manifest, publish: bool) -> TableMerge:
         entry = new_man["tables"].setdefault(

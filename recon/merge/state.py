@@ -122,29 +122,56 @@ class BucketStats(TypedDict):
     rows: int
     checksum: int
     state_rows: int
+    unfit: dict[str, int]
+    """Per column, live values that would be published as NULL (`written_row_checks`)."""
+    dup_keys: int
+    """Live rows of a key another live row has (must be 0)."""
 
 
-def bucket_stats(state: DataFrame, live: DataFrame) -> dict[tuple[str, int], BucketStats]:
+def bucket_stats(
+    state: DataFrame,
+    live: DataFrame,
+    checks: dict[str, list[tuple[str, str]]],
+    keyed: list[str],
+) -> dict[tuple[str, int], BucketStats]:
     """Per (table, bucket) written: live rows, their order-independent checksum (the sum of
-    the rows' `ck`, kept with each state row), state rows. One job."""
+    the rows' `ck`, kept with each state row), state rows; and over the live rows, per table's
+    `checks` (column, SQL over `row`) the values that do not fit, and the duplicate keys of
+    `keyed` tables. One job (the checks were a pass of their own over the rows written)."""
     out: dict[tuple[str, int], BucketStats] = {}
     no_ck = F.lit(None).cast("bigint")
     both = state.select(
-        "table", "bucket", F.lit(1).alias("s"), F.lit(0).alias("r"), no_ck.alias("ck")
-    )
+        "table", "bucket", F.lit(1).alias("s"), F.lit(0).alias("r"), no_ck.alias("ck"),
+        F.lit(None).cast("map<string,string>").alias("row"), F.lit(None).cast("string").alias("key"),
+    )  # fmt: skip
     both = both.unionByName(
-        live.select("table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck")
+        live.select("table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck", "row", "key")
     )
+    counted = [  # (table, column, alias of its sum)
+        (t, c, f"_u{i}_{j}", bad)
+        for i, (t, cols) in enumerate(sorted(checks.items()))
+        for j, (c, bad) in enumerate(cols)
+    ]
+    live_keyed = (F.col("r") == 1) & F.col("table").isin(keyed) if keyed else F.lit(False)
     agg = both.groupBy("table", "bucket").agg(
         F.sum("s").alias("state_rows"),
         F.sum("r").alias("rows"),
         F.sum(F.col("ck").cast("decimal(38,0)")).alias("ck"),
+        F.sum(F.when(live_keyed, 1).otherwise(0)).alias("keyed"),
+        F.count_distinct(F.when(live_keyed, F.col("key"))).alias("keys"),
+        *[
+            F.sum(F.when((F.col("table") == t) & F.expr(bad), 1).otherwise(0)).alias(alias)
+            for t, _, alias, bad in counted
+        ],
     )
     for r in agg.collect():
-        out[(r["table"], int(r["bucket"]))] = {
+        table = r["table"]
+        out[(table, int(r["bucket"]))] = {
             "rows": int(r["rows"]),
             "checksum": int(r["ck"] or 0),
             "state_rows": int(r["state_rows"]),
+            "unfit": {c: int(r[a]) for t, c, a, _ in counted if t == table and r[a]},
+            "dup_keys": int(r["keyed"]) - int(r["keys"]),
         }
     return out
 

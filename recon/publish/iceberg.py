@@ -173,21 +173,20 @@ def publish_table(
     touched: list[int],
     props: dict[str, str],
     attempt: tuple[str, str, str],
+    checked: tuple[dict[str, int], int],
     replace_all: bool = False,
 ) -> PublishResult:
     """Write the live rows of the touched buckets and commit them in one Iceberg snapshot.
     `attempt`: (run id, hour, attempt) naming the folder this attempt writes (`table_data_run`);
-    only files of that folder are committed."""
+    only files of that folder are committed. `checked`: what the merge counted over the rows
+    written (`written_row_checks`): values published as NULL per column, and duplicate keys
+    (must be 0)."""
     cat = get_catalog(cfg)
     ident = identifier(cat, cfg, name)
     table = _load_or_none(cat, ident)
     existing = _published_types(table)
     exprs = _column_exprs(schema, existing)
-    uncastable, dup_keys = (
-        _written_row_checks(live, touched, schema, _unfit_checks(schema, existing, "row"))
-        if touched or replace_all
-        else ({}, 0)
-    )
+    uncastable, dup_keys = checked
     typed = _typed_rows(live, schema, exprs)
     arrow_schema = pa.schema(
         [f.with_nullable(True) for f in to_arrow_schema(typed.schema, timezone="UTC")]
@@ -264,6 +263,16 @@ def _column_exprs(schema: TableSchema, existing: dict[str, str], src: str = "row
 def sql_string(text: str) -> str:
     """`text` escaped for a Spark SQL string literal in single quotes."""
     return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def written_row_checks(
+    cfg: PipelineConfig, name: str, schema: TableSchema
+) -> list[tuple[str, str]]:
+    """(column, SQL true when the live row's value of it would be published as NULL although
+    the source sent one), for the columns where that can happen: what publish reports, counted
+    by the merge over the rows it writes (`recon.merge.state.bucket_stats`)."""
+    checks = unfit_value_checks(cfg, name, schema, "row")
+    return [(c, bad) for (c, _), bad in zip(schema.columns, checks, strict=True) if bad != "false"]
 
 
 def unfit_value_checks(cfg: PipelineConfig, name: str, schema: TableSchema, src: str) -> list[str]:
@@ -445,24 +454,6 @@ def tag_hour(table: Table, hour: str, snapshot_id: int | None) -> None:
     if snapshot_id is None or (ref is not None and ref.snapshot_id == snapshot_id):
         return
     table.manage_snapshots().create_tag(snapshot_id, hour_tag(hour)).commit()
-
-
-def _written_row_checks(
-    live: DataFrame, touched: list[int], schema: TableSchema, unfit: list[str]
-) -> tuple[dict[str, int], int]:
-    """Over the rows written this hour, in one pass: values the source sent that do not fit the
-    column's published type (published as NULL, counted per column so the loss is never
-    silent), and duplicate primary keys (must be 0)."""
-
-    rows = live.where(F.col("bucket").isin(touched)) if touched else live
-    checks = []
-    for (c, _), bad in zip(schema.columns, unfit, strict=True):
-        checks.append(F.sum(F.when(F.expr(bad), 1).otherwise(0)).alias(c))
-    dup = (F.count("*") - F.count_distinct("key")) if schema.primary_key else F.lit(0)
-    got = rows.agg(dup.alias("_recon_dup_keys"), *checks).first()
-    if got is None:
-        return {}, 0
-    return {c: int(got[c]) for c, _ in schema.columns if got[c]}, int(got["_recon_dup_keys"] or 0)
 
 
 def _current_id(table: Table) -> int | None:

@@ -156,3 +156,34 @@ def test_python_routing_equals_the_spark_routing(
             assert any(ch in f"{db}{tbl}" for ch in "\n\r\u0085\u2028\u2029")
         else:
             assert got == want, (db, tbl)
+
+
+def test_bucket_stats_count_what_publish_would_write_as_null_and_duplicate_keys(spark) -> None:
+    """The checks publish reports over the rows it writes (values published as NULL, duplicate
+    keys) are counted in the bucket statistics' one job, per table and bucket."""
+    from recon.merge.contributions import STATE_DDL
+    from recon.merge.state import bucket_stats, live_rows
+
+    def row(table: str, bucket: int, key: str, sign: int, values: dict[str, str]) -> tuple:
+        return (table, bucket, key, b"i", b"k", sign, values, 1, "insert", 7)
+
+    state = spark.createDataFrame(
+        [
+            row("a", 0, '["1"]', 1, {"n": "1"}),
+            row("a", 0, '["2"]', 1, {"n": "two"}),  # not an int
+            row("a", 1, '["3"]', 1, {"n": "x"}),  # not an int
+            row("a", 1, '["3"]', 1, {"n": "3"}),  # the same key again
+            row("a", 1, '["4"]', 0, {}),  # a tombstone: not written
+            row("b", 0, '[["n","y"]]', 1, {"n": "y"}),  # no key: copies
+            row("b", 0, '[["n","y"]]', 1, {"n": "y"}),
+        ],
+        STATE_DDL,
+    )
+    checks = {"a": [("n", "(row['n'] is not null and try_cast(row['n'] as int) is null)")],
+              "b": [("n", "(row['n'] is not null and try_cast(row['n'] as int) is null)")]}  # fmt: skip
+    got = bucket_stats(state, live_rows(state, ["b"]), checks, keyed=["a"])
+    assert {k: (v["rows"], v["state_rows"], v["unfit"], v["dup_keys"]) for k, v in got.items()} == {
+        ("a", 0): (2, 2, {"n": 1}, 0),
+        ("a", 1): (2, 3, {"n": 1}, 1),
+        ("b", 0): (2, 2, {"n": 2}, 0),  # two copies of a row, both published
+    }
