@@ -24,6 +24,8 @@ from typing import Literal, get_args
 
 import pyarrow as pa
 
+from recon.errors import DecodeError
+
 Op = Literal["insert", "update", "delete", "snapshot", "ddl"]
 OPS: tuple[str, ...] = get_args(Op)
 
@@ -86,6 +88,17 @@ OUTPUT_SCHEMA = pa.schema(
         pa.field("n", pa.int64()),
     ]
 )
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def i64(n: int, what: str) -> int:
+    """`n` for a 64-bit column (`binlog_pos`, `event_index`, `event_time_ms`), or DecodeError:
+    a number a producer wrote beyond that range quarantines its record instead of failing the
+    whole decode task when the batch is built."""
+    if _I64_MIN <= n <= _I64_MAX:
+        return n
+    raise DecodeError(f"{what} {n} is beyond the signed 64-bit range")
 
 
 @dataclass(slots=True)

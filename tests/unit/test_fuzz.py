@@ -3,6 +3,8 @@ original bytes and a reason, and the records after it still decode."""
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from datetime import UTC, datetime
 
 import pytest
@@ -137,3 +139,42 @@ def test_garbage_in_a_valid_stream_is_quarantined_with_its_bytes() -> None:
         clean = [r for r in _decode(VALID[fmt], fmt) if r["kind"] == "event"]
         events = [r for r in out if r["kind"] == "event"]
         assert len(events) == len(clean), fmt
+
+
+_BEYOND_I64 = (1 << 63) + 1  # fits the wire (JSON, protobuf uint64), not a 64-bit column
+_BEYOND_TS = (1 << 64) - 100  # a time whose milliseconds (x1000 where sent in seconds) do not fit
+
+
+@pytest.mark.parametrize(
+    ("fmt", "pos", "ts"),
+    [
+        ("tencent_dts_pb", _BEYOND_I64, None),  # header position is uint64
+        ("debezium_json", _BEYOND_I64, None),  # source.pos
+        ("debezium_json", None, _BEYOND_TS),  # source.ts_ms
+        ("dataworks_json", None, _BEYOND_TS),  # eventTime
+        ("canal_json", None, _BEYOND_TS),  # es
+        ("tdsql_json", None, _BEYOND_TS),  # begintime (seconds)
+    ],
+)
+def test_numbers_beyond_64_bits_quarantine_their_records_not_the_task(
+    fmt: str, pos: int | None, ts: int | None
+) -> None:
+    """A hostile producer's position or time beyond int64 used to fail the whole decode task
+    when the event batch was built (OverflowError); canal_pb's are int64 on the wire."""
+    bad = dataclasses.replace(TXNS[1], pos=pos or TXNS[1].pos, ts_ms=ts or TXNS[1].ts_ms)
+    enc = sample.ENCODERS[fmt]
+    values = [r.value for r in sample.to_records(enc([TXNS[0], bad, TXNS[2]]), "t")]
+    out = _decode(values, fmt)
+    stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
+    assert stats["records_in"] == len(values)
+    assert stats["records_in"] == stats["records_consumed"] + stats["records_quarantined"]
+    q = [r for r in out if r["kind"] == "quarantine"]
+    assert q, fmt
+    assert all("beyond the signed 64-bit range" in r["reason"] for r in q), q[0]["reason"]
+    assert {r["raw_value"] for r in q} <= set(values)
+    # the transactions around it decode in full (offsets, and so order keys, differ)
+    good = [r.value for r in sample.to_records(enc([TXNS[0], TXNS[2]]), "t")]
+    rows = operator.itemgetter("op", "before", "after")
+    clean = [rows(e) for e in _decode(good, fmt) if e["kind"] == "event"]
+    assert clean
+    assert [rows(e) for e in out if e["kind"] == "event"] == clean

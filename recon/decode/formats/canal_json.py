@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recon.core.model import Event, Op, RawRecord
+from recon.core.model import Event, Op, RawRecord, i64
 from recon.core.order import kafka_tail, u32
 from recon.decode.base import JsonStreamDecoder
 from recon.decode.formats.canal_common import canal_logical_type, canal_value
@@ -40,7 +40,7 @@ class CanalJsonDecoder(JsonStreamDecoder):
         es = msg.get("es")
         common: dict[str, Any] = dict(
             gtid=msg.get("gtid") or None,
-            event_time_ms=int(es) if isinstance(es, int) else None,
+            event_time_ms=i64(es, "es") if isinstance(es, int) else None,
             topic=rec.topic,
             partition=rec.partition,
             offset=rec.offset,

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from recon.core.model import Event, RawRecord
+from recon.core.model import Event, RawRecord, i64
 from recon.core.order import decimal_text_number, kafka_tail, u128
 from recon.core.values import number_text, timestamp_utc
 from recon.decode.base import DecodeContext, JsonStreamDecoder, Sink
@@ -124,7 +124,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         event_time = ts.get("eventTime") if isinstance(ts, dict) else None
         common: dict[str, Any] = dict(
             seq=None if seq_text is None else str(seq_text),
-            event_time_ms=int(event_time) if isinstance(event_time, int) else None,
+            event_time_ms=i64(event_time, "eventTime") if isinstance(event_time, int) else None,
             topic=rec.topic,
             partition=rec.partition,
             offset=rec.offset,

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from recon.core.ddl import ddl_target
-from recon.core.model import Event, Op, RawRecord
+from recon.core.model import Event, Op, RawRecord, i64
 from recon.core.order import binlog_key, gtid_number, kafka_tail, u32, u64
 from recon.core.values import (
     INTEGER_LOGICAL,
@@ -243,10 +243,10 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         ev.order_key = ok
         ev.gtid = gtid
         ev.binlog_file = file
-        ev.binlog_pos = int(pos) if pos is not None else None
-        ev.event_index = row
+        ev.binlog_pos = i64(int(pos), "source.pos") if pos is not None else None
+        ev.event_index = i64(row, "source.row")
         ev.txn_id = tx.get("id") if isinstance(tx, dict) else None
-        ev.event_time_ms = int(ts) if ts else None
+        ev.event_time_ms = i64(int(ts), "source.ts_ms") if ts else None
         ev.topic, ev.partition, ev.offset = rec.topic, rec.partition, rec.offset
         self.sink.events.append(ev)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from recon.core.ddl import apply_ddl
-from recon.core.model import Event, Op, RawRecord
+from recon.core.model import Event, Op, RawRecord, i64
 from recon.core.order import gtid_number, kafka_tail, u32, u64
 from recon.core.sqlddl import TableDef, parse_sql_literal
 from recon.core.values import mysql_logical_type, normalize_datetime_text, parse_timestamp_text
@@ -59,14 +59,15 @@ class TdsqlJsonDecoder(JsonStreamDecoder):
         db, tbl = str(msg.get("db") or ""), str(msg.get("table") or "")
         index = _index(msg.get("event_index"))
         begintime = msg.get("begintime")
+        time_ms = i64(begintime * 1000, "begintime") if isinstance(begintime, int) else None
         common: dict[str, Any] = dict(
             order_key=u64(gtid_number(gtid))
             + u32(index)
             + u32(0)
             + kafka_tail(rec.partition, rec.offset),
             gtid=gtid,
-            event_index=index,
-            event_time_ms=int(begintime) * 1000 if isinstance(begintime, int) else None,
+            event_index=i64(index, "event_index"),
+            event_time_ms=time_ms,
             topic=rec.topic,
             partition=rec.partition,
             offset=rec.offset,

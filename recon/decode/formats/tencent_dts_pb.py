@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError as PbDecodeError
 
 from recon._proto import tencent_subscribe_pb2 as pb
 from recon.core.ddl import ddl_target
-from recon.core.model import Event, Op, RawRecord
+from recon.core.model import Event, Op, RawRecord, i64
 from recon.core.order import binlog_file_number, binlog_key, kafka_tail, u32, u64
 from recon.core.sqlddl import split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
@@ -256,7 +256,7 @@ class TencentDtsPbDecoder(StreamDecoder):
         if not pk:
             pk = list(self.ctx.primary_keys.get(key, []))
         # what every row of the event shares: its order key's head and Kafka tail
-        seq_id, file, pos = h.seqId, h.fileName, h.position
+        seq_id, file, pos = h.seqId, h.fileName, i64(h.position, "header position")
         head = u64(seq_id) + u64(binlog_file_number(file)) + u64(pos or 0)
         tail = kafka_tail(rec.partition, rec.offset)
         gtid, seq, time_ms = h.gtid or None, str(seq_id), h.timestamp * 1000
@@ -309,7 +309,7 @@ class TencentDtsPbDecoder(StreamDecoder):
             + binlog_key(h.fileName, h.position, 0, rec.partition, rec.offset),
             gtid=h.gtid or None,
             binlog_file=h.fileName or None,
-            binlog_pos=h.position,
+            binlog_pos=i64(h.position, "header position"),
             seq=str(h.seqId),
             event_time_ms=h.timestamp * 1000,
             topic=rec.topic,
