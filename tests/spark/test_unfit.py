@@ -11,10 +11,11 @@ from pathlib import Path
 import pyarrow.dataset as ds
 
 from recon.audit.stage import audit_hour
-from recon.config import load_config
+from recon.config import PipelineConfig, load_config
 from recon.core.model import RawRecord
 from recon.decode.stage import decode_hour
 from recon.demo.demo import write_dump
+from recon.merge.result import MergeResult
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from tests.support.builders import write_pipeline
@@ -24,9 +25,34 @@ HOURS = [H0, H0 + timedelta(hours=1)]
 DDL = "CREATE TABLE s.a (id INT PRIMARY KEY, n INT, d DATE)"
 
 
-def _dbz(op: str, before: dict | None, after: dict | None) -> bytes:
-    src = {"db": "s", "table": "a"}
+def _dbz(op: str, before: dict | None, after: dict | None, tbl: str = "a") -> bytes:
+    src = {"db": "s", "table": tbl}
     return json.dumps({"before": before, "after": after, "source": src, "op": op}).encode()
+
+
+def _decode_and_merge(
+    spark, tmp_path: Path, values: list[tuple[int, bytes]], tables: dict
+) -> tuple[PipelineConfig, MergeResult]:
+    """Debezium `values` (Kafka time, value) decoded and merged hour by hour: the config and
+    the last hour's merge report."""
+    recs = [RawRecord("t", 0, i, None, v, ts) for i, (ts, v) in enumerate(values)]
+    write_dump(tmp_path / "raw", "t", recs, "parquet", HOURS, files_per_hour=1)
+    cfg = load_config(
+        write_pipeline(
+            tmp_path / "p.yaml",
+            name="p",
+            format="debezium_json",
+            topics=["t"],
+            raw=tmp_path / "raw",
+            warehouse=tmp_path / "wh",
+            start="2026-03-01T00:00:00Z",
+            tables=tables,
+        )
+    )
+    for h in HOURS:
+        decode_hour(spark, cfg, h)
+        r = merge_hour(spark, cfg, h, buckets=4)
+    return cfg, r
 
 
 def test_an_unfit_value_is_quarantined_and_the_key_keeps_its_previous_version(
@@ -41,23 +67,7 @@ def test_an_unfit_value_is_quarantined_and_the_key_keeps_its_previous_version(
         (t1 + 1, _dbz("c", None, {"id": 2, "n": "x", "d": "someday"})),
         (t1 + 2, _dbz("c", None, {"id": 3, "n": 7, "d": "2026-01-02"})),
     ]
-    recs = [RawRecord("t", 0, i, None, v, ts) for i, (ts, v) in enumerate(values)]
-    write_dump(tmp_path / "raw", "t", recs, "parquet", HOURS, files_per_hour=1)
-    cfg = load_config(
-        write_pipeline(
-            tmp_path / "p.yaml",
-            name="p",
-            format="debezium_json",
-            topics=["t"],
-            raw=tmp_path / "raw",
-            warehouse=tmp_path / "wh",
-            start="2026-03-01T00:00:00Z",
-            tables={"s.a": {"ddl": DDL}},
-        )
-    )
-    for h in HOURS:
-        decode_hour(spark, cfg, h)
-        r = merge_hour(spark, cfg, h, buckets=4)
+    cfg, r = _decode_and_merge(spark, tmp_path, values, {"s.a": {"ddl": DDL}})
     t = r["tables"]["s.a"]
     assert t["skipped"]["uncastable"] == 2 and t["uncastable_columns"] == {"n": 2, "d": 1}
     assert "uncastable" not in t["published"] or not t["published"]["uncastable"]
@@ -93,39 +103,19 @@ def test_changes_set_aside_are_counted_once_each_for_keyless_tables_and_key_chan
     without a key makes two (a copy removed, a copy added) and a primary-key change two (the new
     image, the old key's tombstone), yet each is one change set aside; what fits still merges."""
 
-    def dbz(tbl: str, op: str, before: dict | None, after: dict | None) -> bytes:
-        src = {"db": "s", "table": tbl}
-        return json.dumps({"before": before, "after": after, "source": src, "op": op}).encode()
-
     t0 = int(H0.timestamp() * 1000)
     t1 = t0 + 3_600_000
     values = [
-        (t0, dbz("a", "c", None, {"id": 1, "n": 5, "d": "2026-01-01"})),
-        (t0 + 1, dbz("b", "c", None, {"k": "x", "m": 1})),
-        (t0 + 2, dbz("b", "c", None, {"k": "y", "m": 2})),
-        (t1, dbz("a", "u", {"id": 1, "n": 5}, {"id": 9, "n": "nine", "d": "2026-01-01"})),
-        (t1 + 1, dbz("b", "u", {"k": "x", "m": 1}, {"k": "x", "m": "one"})),
-        (t1 + 2, dbz("b", "u", {"k": "y", "m": 2}, {"k": "y", "m": 3})),
-        (t1 + 3, dbz("b", "c", None, {"k": "z", "m": "zed"})),
+        (t0, _dbz("c", None, {"id": 1, "n": 5, "d": "2026-01-01"}, "a")),
+        (t0 + 1, _dbz("c", None, {"k": "x", "m": 1}, "b")),
+        (t0 + 2, _dbz("c", None, {"k": "y", "m": 2}, "b")),
+        (t1, _dbz("u", {"id": 1, "n": 5}, {"id": 9, "n": "nine", "d": "2026-01-01"}, "a")),
+        (t1 + 1, _dbz("u", {"k": "x", "m": 1}, {"k": "x", "m": "one"}, "b")),
+        (t1 + 2, _dbz("u", {"k": "y", "m": 2}, {"k": "y", "m": 3}, "b")),
+        (t1 + 3, _dbz("c", None, {"k": "z", "m": "zed"}, "b")),
     ]
-    recs = [RawRecord("t", 0, i, None, v, ts) for i, (ts, v) in enumerate(values)]
-    write_dump(tmp_path / "raw", "t", recs, "parquet", HOURS, files_per_hour=1)
     tables = {"s.a": {"ddl": DDL}, "s.b": {"ddl": "CREATE TABLE s.b (k VARCHAR(5), m INT)"}}
-    cfg = load_config(
-        write_pipeline(
-            tmp_path / "p.yaml",
-            name="p",
-            format="debezium_json",
-            topics=["t"],
-            raw=tmp_path / "raw",
-            warehouse=tmp_path / "wh",
-            start="2026-03-01T00:00:00Z",
-            tables=tables,
-        )  # fmt: skip
-    )
-    for h in HOURS:
-        decode_hour(spark, cfg, h)
-        r = merge_hour(spark, cfg, h, buckets=4)
+    cfg, r = _decode_and_merge(spark, tmp_path, values, tables)
     a, b = r["tables"]["s.a"], r["tables"]["s.b"]
     assert (a["skipped"]["uncastable"], a["uncastable_columns"]) == (1, {"n": 1})
     assert (b["skipped"]["uncastable"], b["uncastable_columns"]) == (2, {"m": 2})
