@@ -9,7 +9,7 @@ Values are converted with the schema's semantic types where the message carries 
 
 from __future__ import annotations
 
-import base64
+from binascii import a2b_base64
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -113,9 +113,9 @@ def _convert(v: object, logical: str, f: dict | None) -> str | None:
     name = (f or {}).get("name") or ""
     if name == "org.apache.kafka.connect.data.Decimal" and isinstance(v, str):
         scale = int(((f or {}).get("parameters") or {}).get("scale", 0))
-        return decimal_from_twos_complement(base64.b64decode(v), scale)
+        return decimal_from_twos_complement(a2b_base64(v), scale)
     if name == "io.debezium.data.VariableScaleDecimal" and isinstance(v, dict):
-        return decimal_from_twos_complement(base64.b64decode(v["value"]), int(v["scale"]))
+        return decimal_from_twos_complement(a2b_base64(v["value"]), int(v["scale"]))
     if name in (
         "io.debezium.data.geometry.Point",
         "io.debezium.data.geometry.Geometry",
@@ -323,9 +323,7 @@ def _converter(logical: str, f: dict) -> tuple[Converter, bool]:
         scale = int((f.get("parameters") or {}).get("scale", 0))
         return (
             lambda v: (
-                decimal_from_twos_complement(base64.b64decode(v), scale)
-                if type(v) is str
-                else slow(v)
+                decimal_from_twos_complement(a2b_base64(v), scale) if type(v) is str else slow(v)
             ),
             False,
         )
