@@ -74,7 +74,12 @@ from recon.merge.state import (
     skip_counts,
 )
 from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
-from recon.publish.iceberg import publish_table, published_hours, written_row_checks
+from recon.publish.iceberg import (
+    publish_table,
+    published_hours,
+    published_types,
+    unfit_value_checks,
+)
 from recon.spark.session import SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
 
 # What the merge computes and reads more than once (the hour's contributions, a keyless table's
@@ -152,6 +157,8 @@ class _HourMerge:
     missing: list[str] = field(default_factory=list)
     flagged: DataFrame = field(init=False)
     """The hour's events, each with the columns whose values do not fit (`UNFIT`)."""
+    published: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each table's column types readers already see (`published_types`), read once."""
     attempt: str = field(default_factory=new_attempt)
 
     @property
@@ -251,7 +258,8 @@ class _HourMerge:
         """The events' contributions, kept on disk for the jobs that read them; each names the
         columns whose values do not fit (`UNFIT`: a change set aside, counted with the others
         in one job, then left out: one pass over the events, where the check was one more)."""
-        self.flagged = flag_unfit(self.cfg, self.events, self.schemas, self.names)
+        self.published = {n: published_types(self.cfg, n) for n in self.names}
+        self.flagged = flag_unfit(self.events, self.schemas, self.names, self.published)
         ev = self.flagged.where(F.col("table").isin(self.names) & (F.col("op") != "ddl"))
         wm = load_watermark(self.cfg.snapshot_path) if self.cfg.snapshot_path else None
         if wm is not None:  # a change set aside is neither skipped nor counted as such
@@ -357,7 +365,9 @@ class _HourMerge:
         # a keyed table's live rows are a filter of the files just written: read again, they
         # cost less than a disk copy of them; a keyless table's are an aggregate, kept
         self.live = live.persist(CACHE) if ms_tables else live
-        checks = {n: written_row_checks(self.cfg, n, self.schemas[n]) for n in self.names}
+        checks = {
+            n: unfit_value_checks(self.schemas[n], self.published[n], "row") for n in self.names
+        }
         keyed = [n for n in self.names if self.schemas[n].primary_key]
         self.bstats = bucket_stats(state, self.live, checks, keyed)
 

@@ -123,7 +123,7 @@ class BucketStats(TypedDict):
     checksum: int
     state_rows: int
     unfit: dict[str, int]
-    """Per column, live values that would be published as NULL (`written_row_checks`)."""
+    """Per column, live values that would be published as NULL (`unfit_value_checks`)."""
     dup_keys: int
     """Live rows of a key another live row has (must be 0)."""
 
@@ -147,7 +147,7 @@ def bucket_stats(
     both = both.unionByName(
         live.select("table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck", "row", "key")
     )
-    counted = [  # (table, column, alias of its sum)
+    counted = [  # (table, column, alias of its sum, the check)
         (t, c, f"_u{i}_{j}", bad)
         for i, (t, cols) in enumerate(sorted(checks.items()))
         for j, (c, bad) in enumerate(cols)

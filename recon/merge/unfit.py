@@ -26,15 +26,17 @@ UNFIT = "_unfit"
 
 
 def flag_unfit(
-    cfg: PipelineConfig, events: DataFrame, schemas: dict[str, TableSchema], names: list[str]
+    events: DataFrame,
+    schemas: dict[str, TableSchema],
+    names: list[str],
+    published: dict[str, dict[str, str]],
 ) -> DataFrame:
     """`events` with `_unfit`: for inserts and updates of the merged tables, the columns whose
-    after-image value would not survive the cast to the published type."""
+    after-image value would not survive the cast to the published type (`published`: each
+    table's `published_types`)."""
     branches: Column | None = None
     for n in names:
-        s = schemas[n]
-        checks = unfit_value_checks(cfg, n, s, "after")
-        cols = [(c, b) for (c, _), b in zip(s.columns, checks, strict=True) if b != "false"]
+        cols = unfit_value_checks(schemas[n], published[n], "after")
         if not cols:  # every column is published as text: nothing can misfit
             continue
         arr = F.array(*[F.when(F.expr(b), F.lit(c)) for c, b in cols])

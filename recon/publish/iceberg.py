@@ -179,7 +179,7 @@ def publish_table(
     """Write the live rows of the touched buckets and commit them in one Iceberg snapshot.
     `attempt`: (run id, hour, attempt) naming the folder this attempt writes (`table_data_run`);
     only files of that folder are committed. `checked`: what the merge counted over the rows
-    written (`written_row_checks`): values published as NULL per column, and duplicate keys
+    written (`unfit_value_checks` of `row`): values published as NULL per column, and duplicate keys
     (must be 0)."""
     cat = get_catalog(cfg)
     ident = identifier(cat, cfg, name)
@@ -265,37 +265,31 @@ def sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def written_row_checks(
-    cfg: PipelineConfig, name: str, schema: TableSchema
-) -> list[tuple[str, str]]:
-    """(column, SQL true when the live row's value of it would be published as NULL although
-    the source sent one), for the columns where that can happen: what publish reports, counted
-    by the merge over the rows it writes (`recon.merge.state.bucket_stats`)."""
-    checks = unfit_value_checks(cfg, name, schema, "row")
-    return [(c, bad) for (c, _), bad in zip(schema.columns, checks, strict=True) if bad != "false"]
-
-
-def unfit_value_checks(cfg: PipelineConfig, name: str, schema: TableSchema, src: str) -> list[str]:
-    """Per column, SQL that is true when the text in map `src` would not survive the cast to
-    the column's published type (it would read NULL). A MySQL zero date ('0000-00-00',
-    '2020-00-10') is a legitimate NULL, not a misfit."""
+def published_types(cfg: PipelineConfig, name: str) -> dict[str, str]:
+    """The Spark type of each column of table `name` readers already see (none for a new
+    table): what `unfit_value_checks` judges against. The merge reads it once per table."""
     cat = get_catalog(cfg)
-    table = _load_or_none(cat, identifier(cat, cfg, name))
-    return _unfit_checks(schema, _published_types(table), src)
+    return _published_types(_load_or_none(cat, identifier(cat, cfg, name)))
 
 
-def _unfit_checks(schema: TableSchema, existing: dict[str, str], src: str) -> list[str]:
+def unfit_value_checks(
+    schema: TableSchema, existing: dict[str, str], src: str
+) -> list[tuple[str, str]]:
+    """(column, SQL true when the text in map `src` would not survive the cast to the column's
+    published type: it would read NULL), for the columns where that can happen (`existing`:
+    `published_types`). A MySQL zero date ('0000-00-00', '2020-00-10') is a legitimate NULL,
+    not a misfit. The merge sets such changes aside (`src` "after") and counts, over the rows it
+    writes, what publish would still turn into NULL (`src` "row")."""
     checks = []
     exprs = _column_exprs(schema, existing, src)
     for (c, lt), expr in zip(schema.columns, exprs, strict=True):
         v = f"{src}['{sql_string(c)}']"
         if expr == v:  # published as the text itself: always fits
-            checks.append("false")
             continue
         bad = f"({v} is not null and ({expr}) is null)"
         if spark_type(lt) in ("date", "timestamp_ntz", "timestamp"):
             bad = f"({bad} and not {v} rlike '^[0-9]{{4}}-(00-|[0-9]{{2}}-00)')"
-        checks.append(bad)
+        checks.append((c, bad))
     return checks
 
 
