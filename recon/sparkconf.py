@@ -120,6 +120,20 @@ def cluster_conf() -> dict[str, str]:
     return out
 
 
+DEFAULTED = "spark.recon.defaulted"
+"""The properties a session or spark-submit took from our defaults (comma-separated): a small
+hour may tune those (`recon.spark.session.sized_for`); a value the user or the cluster set is
+kept as it is."""
+
+
+def _with_defaults(defaults: dict[str, str]) -> dict[str, str]:
+    """`defaults` (less what the cluster's `spark-defaults.conf` sets), then the user's
+    properties, and which of the result's properties are ours (`DEFAULTED`)."""
+    defaults, user = _not_set_by_cluster(defaults), user_spark_conf()
+    ours = sorted(k for k in defaults if k not in user)
+    return {**defaults, **user, **({DEFAULTED: ",".join(ours)} if ours else {})}
+
+
 def submit_conf(python: str | None = None, small_jvm: str = "") -> dict[str, str]:
     """The `--conf`s of the DAGs' spark-submit tasks: the defaults that make sense wherever the
     driver runs (and `python` for the Python workers), each only where the cluster's
@@ -131,14 +145,13 @@ def submit_conf(python: str | None = None, small_jvm: str = "") -> dict[str, str
     defaults["spark.driver.extraJavaOptions"] += small_jvm
     if python:
         defaults |= {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
-    return {**_not_set_by_cluster(defaults), **user_spark_conf()}
+    return _with_defaults(defaults)
 
 
 def session_conf(local: bool, small: bool = False) -> dict[str, str]:
     """The properties a new session is built with: defaults (local only, and only where
     `spark-defaults.conf` sets nothing), then the user's."""
-    defaults = _not_set_by_cluster(local_defaults(small)) if local else {}
-    return {**defaults, **user_spark_conf()}
+    return _with_defaults(local_defaults(small) if local else {})
 
 
 def _not_set_by_cluster(defaults: dict[str, str]) -> dict[str, str]:

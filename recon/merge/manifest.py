@@ -96,6 +96,16 @@ def load_manifest(cfg: PipelineConfig, allow_missing: bool = False) -> Manifest:
     return empty_manifest()
 
 
+def snapshot_pending(man: Manifest, name: str) -> bool:
+    """Whether table `name`'s state has not loaded the snapshot: it loads it when its state
+    starts (first merge, or the first after a rebuild); states from before per-table tracking
+    count as loaded."""
+    tables = man["tables"]
+    return not (name in tables and tables[name].get("snapshot_loaded")) and not (
+        man.get("snapshot") is not None and name in tables
+    )
+
+
 def state_rows(man: Manifest) -> int:
     """The rows of the merge state (what a merge may read and rewrite)."""
     return sum(

@@ -52,6 +52,7 @@ from recon.merge.manifest import (
     load_manifest,
     merged_hours,
     save_manifest,
+    snapshot_pending,
     state_rows,
 )
 from recon.merge.result import MergeResult, PublishResult, TableMerge
@@ -74,13 +75,14 @@ from recon.merge.state import (
     skip_counts,
 )
 from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
+from recon.ops.sizing import unloaded_snapshot_bytes
 from recon.publish.iceberg import (
     publish_table,
     published_hours,
     published_types,
     unfit_value_checks,
 )
-from recon.spark.session import SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
+from recon.spark.session import SMALL_HOUR_BYTES, SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
 
 # What the merge computes and reads more than once (the hour's contributions, a keyless table's
 # live rows) is kept on local disk, never as an in-memory columnar cache: an hour of any size
@@ -113,7 +115,7 @@ def merge_hour(
             "(or `recon run`) first"
         )
     merge = _HourMerge(spark, cfg, hour, run_id or uuid.uuid4().hex[:12], names, buckets)
-    with sized_for(spark, small=_rows_at_stake(cfg, hour) < SMALL_HOUR_ROWS):
+    with sized_for(spark, small=_small_merge(cfg, hour)):
         result = merge.run(publish, limited=tables is not None)
     for name, t in result["tables"].items():
         log.info(
@@ -269,15 +271,8 @@ class _HourMerge:
         pks = {n: s.primary_key for n, s in self.schemas.items()}
         contrib = contributions(ev, pks, carried=(UNFIT,))
         self.snapshot_info = self.man["snapshot"]
-        # the snapshot is loaded into a table's state when that state starts (first merge, or
-        # the first after a rebuild); states from before per-table tracking count as loaded
-        tables = self.man["tables"]
         self.snapshot_for = [
-            n
-            for n in self.names
-            if wm is not None
-            and not (n in tables and tables[n].get("snapshot_loaded"))
-            and not (self.snapshot_info is not None and n in tables)
+            n for n in self.names if wm is not None and snapshot_pending(self.man, n)
         ]
         if wm is not None and self.snapshot_for:
             snap = snapshot_rows(self.spark, self.cfg, self.schemas, wm, self.snapshot_for)
@@ -512,11 +507,15 @@ class _HourMerge:
         }
 
 
-def _rows_at_stake(cfg: PipelineConfig, hour: datetime) -> int:
-    """The hour's records and the state's rows: at most what the merge reads."""
+def _small_merge(cfg: PipelineConfig, hour: datetime) -> bool:
+    """Whether the merge of `hour` reads little: the hour's records and the state's rows, and
+    the snapshot files of tables whose state has not started (their first merge loads them)."""
     counters = read_json(cfg.layout.decode_counters(hour))
     records = int(counters.get("totals", {}).get("records", 0))  # tools write bare counters
-    return records + state_rows(load_manifest(cfg, allow_missing=True))
+    man = load_manifest(cfg, allow_missing=True)
+    if records + state_rows(man) >= SMALL_HOUR_ROWS:
+        return False
+    return unloaded_snapshot_bytes(cfg, man) < SMALL_HOUR_BYTES
 
 
 def hours_missing(

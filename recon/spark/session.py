@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from recon.errors import ConfigError
-from recon.sparkconf import REQUIRED_SQL, cluster_conf, session_conf
+from recon.sparkconf import DEFAULTED, REQUIRED_SQL, cluster_conf, session_conf
 from recon.sparkpath import DAEMON_MODULE
 
 
@@ -95,6 +95,7 @@ CODEGEN_FACTORY_MODE = "spark.sql.codegen.factoryMode"
 SMALL_HOUR_CONF = {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY_MODE: "NO_CODEGEN"}
 """What a small hour's queries run with: no Java source generated and compiled, neither for a
 whole stage nor for an expression (projections, predicates, orderings are interpreted)."""
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 SMALL_HOUR_BYTES = 8 * 1024 * 1024
 """Below this much input (dump bytes for decode; about 20k records), a stage runs its queries
 without code generation."""
@@ -109,10 +110,21 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
     hours). That pays over many rows and wastes seconds of CPU on a small hour (measured on 2
     cores: a 2k-message hour 27 s -> 22 s end to end without whole-stage code generation; a
     100k-message hour the same either way). Both are off inside this block for a `small` hour
-    (`SMALL_HOUR_CONF`), each unless the user set it."""
+    (`SMALL_HOUR_CONF`), each unless the user set it.
+
+    A small hour's shuffles also get one slice per core, not our default's 64 (which serves a
+    big hour): adaptive execution merges empty slices back, but not those of a cached plan's
+    exchange (a snapshot's first hour ran three jobs of 65 tasks for 11 rows), nor the files a
+    write of the hour's state splits into."""
     conf = spark.conf
     user = spark.sparkContext.getConf()
+    ours = set((user.get(DEFAULTED) or "").split(","))
     mine = {k: v for k, v in SMALL_HOUR_CONF.items() if small and not user.contains(k)}
+    if small and (not user.contains(SHUFFLE_PARTITIONS) or SHUFFLE_PARTITIONS in ours):
+        now = int(conf.get(SHUFFLE_PARTITIONS) or 200)
+        cores = max(1, spark.sparkContext.defaultParallelism)
+        if cores < now:
+            mine[SHUFFLE_PARTITIONS] = str(cores)
     before: dict[str, str | None] = {k: conf.get(k, None) for k in mine}
     for k, v in mine.items():
         conf.set(k, v)

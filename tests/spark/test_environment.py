@@ -127,6 +127,40 @@ def test_a_small_hours_queries_run_without_code_generation(spark) -> None:
     assert spark.conf.get(CODEGEN_FACTORY_MODE) == "FALLBACK"
 
 
+def test_a_small_hour_shuffles_into_a_slice_per_core_unless_the_user_chose(spark) -> None:
+    """Our default of 64 shuffle slices serves a big hour; a small hour's shuffles get one per
+    core (a cached plan's exchange kept all 64: three jobs of 65 tasks for a snapshot of 11
+    rows), back after. A count the user or the cluster set (not among `DEFAULTED`) is kept."""
+    import re
+
+    from pyspark.sql import functions as F
+
+    from recon.spark.session import SHUFFLE_PARTITIONS, sized_for
+    from recon.sparkconf import DEFAULTED
+
+    jconf = spark.sparkContext._jsc.sc().conf()
+    assert SHUFFLE_PARTITIONS in jconf.get(DEFAULTED).split(",")
+    assert spark.conf.get(SHUFFLE_PARTITIONS) == "64"
+    cores = spark.sparkContext.defaultParallelism
+    assert cores == 2
+    with sized_for(spark, small=True):
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == "2"
+        df = spark.range(100).groupBy((F.col("id") % 7).alias("k")).count()
+        plan = df._jdf.queryExecution().toString()
+        assert re.search(r"hashpartitioning\(\w+#\d+L?, 2\)", plan), plan
+        assert df.count() == 7
+    assert spark.conf.get(SHUFFLE_PARTITIONS) == "64"
+    with sized_for(spark, small=False):
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == "64"
+    ours = jconf.get(DEFAULTED)
+    jconf.set(DEFAULTED, ours.replace(SHUFFLE_PARTITIONS, "x"))  # as if the user had set it
+    try:
+        with sized_for(spark, small=True):
+            assert spark.conf.get(SHUFFLE_PARTITIONS) == "64"
+    finally:
+        jconf.set(DEFAULTED, ours)
+
+
 def test_driver_jvms_map_the_class_archive_setup_built(tmp_path: Path) -> None:
     """Setup builds Spark's classes into a class-data-sharing archive (`recon.demo.class_archive`) and
     the driver options name it; `-Xshare:on` makes a JVM that cannot map it (stale for this JDK

@@ -159,18 +159,69 @@ def test_the_dags_decide_when_a_stage_starts_from_its_hours(pipeline: Path) -> N
 
 
 def test_the_size_of_an_hour_does_not_need_more_of_its_counters_than_the_merge_did(
-    pipeline: Path,
+    pipeline: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Counters written by a tool (the merge benchmark) carry no totals: the hour counts as
     its state alone, and the merge still runs (it crashed on a KeyError)."""
     from recon.audit.stage import _hour_records
-    from recon.merge.stage import _rows_at_stake
+    from recon.merge import stage as merge_stage
+    from recon.merge.stage import _small_merge
 
     cfg = load_config(pipeline)
     bare = cfg.layout.decode_counters(H)
     bare.parent.mkdir(parents=True, exist_ok=True)
     bare.write_text(json.dumps({"pipeline": "p", "hour": "2026-11-20T02"}))
     _state(pipeline, 7)
-    assert _rows_at_stake(cfg, H) == 7 and _hour_records(cfg, H) == 0
+    monkeypatch.setattr(merge_stage, "SMALL_HOUR_ROWS", 8)
+    assert _small_merge(cfg, H) and _hour_records(cfg, H) == 0
     bare.write_text(json.dumps({"totals": {"records": 5}}))
-    assert _rows_at_stake(cfg, H) == 12 and _hour_records(cfg, H) == 5
+    assert not _small_merge(cfg, H) and _hour_records(cfg, H) == 5  # 7 rows + 5 records
+    monkeypatch.setattr(merge_stage, "SMALL_HOUR_ROWS", 13)
+    assert _small_merge(cfg, H)
+
+
+def test_a_snapshot_still_to_load_makes_the_run_and_its_merge_big(tmp_path: Path) -> None:
+    """A table's first merge loads the snapshot: a big snapshot folder makes that run (the
+    JVM's compiler) and that hour's merge (code generation, shuffle slices) big however few
+    changes the hour has; once the table's state has loaded it, the snapshot no longer counts
+    (a small first hour had loaded a 10M-row snapshot interpreted, on one slice per core)."""
+    from recon.merge.stage import _small_merge
+    from recon.spark.session import SMALL_HOUR_BYTES
+
+    doc = {
+        "name": "p",
+        "format": "dataworks_json",
+        "raw_path": "raw",
+        "topics": ["t1"],
+        "warehouse": "wh",
+        "start": "2026-11-20T00:00:00Z",
+        "snapshot": {"path": "snap"},
+        "tables": {"shop.orders": {}, "shop.items": {}},
+    }
+    path = tmp_path / "p.yaml"
+    path.write_text(json.dumps(doc))
+    cfg = load_config(path)
+    counters = cfg.layout.decode_counters(H)
+    counters.parent.mkdir(parents=True, exist_ok=True)
+    counters.write_text(json.dumps({"totals": {"records": 3}}))
+    assert small_run(cfg, [H]) and _small_merge(cfg, H)  # no snapshot folders yet
+    big = tmp_path / "snap" / "shop.orders"
+    big.mkdir(parents=True)
+    (big / "part-0.parquet").write_bytes(b"x" * (SMALL_HOUR_BYTES // 2))
+    (big / "part-1.parquet").write_bytes(b"x" * (SMALL_HOUR_BYTES // 2))  # the files add up
+    assert not _small_merge(cfg, H)
+    assert small_run(cfg, [H])  # under the run's limit
+    (big / "part-2.parquet").write_bytes(b"x" * SMALL_RUN_BYTES)
+    assert not small_run(cfg, [H])
+    man = cfg.layout.manifest
+    man.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"files": {}, "snapshot_loaded": True}
+    man.write_text(json.dumps({"snapshot": None, "tables": {"shop.orders": entry}}))
+    assert small_run(cfg, [H]) and _small_merge(cfg, H)  # loaded: its folder is not read again
+    man.write_text(json.dumps({"snapshot": None, "tables": {"shop.items": entry}}))
+    assert not small_run(cfg, [H]) and not _small_merge(cfg, H)  # shop.orders still to load
+    started = {"shop.orders": {"files": {}}}  # its state began without a snapshot configured
+    man.write_text(json.dumps({"snapshot": None, "tables": started}))
+    assert not small_run(cfg, [H]) and not _small_merge(cfg, H)  # it loads it next
+    man.write_text(json.dumps({"snapshot": {"loaded_in_hour": "x"}, "tables": started}))
+    assert small_run(cfg, [H]) and _small_merge(cfg, H)  # a state from before per-table marks

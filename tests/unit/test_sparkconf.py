@@ -46,3 +46,25 @@ def test_the_dags_pass_no_default_the_clusters_spark_defaults_conf_sets(
     assert submit_conf()["spark.driver.memory"] == "3g"
     monkeypatch.delenv("RECON_SPARK_CONF")
     assert "spark.driver.memory" not in session_conf(local=True)
+
+
+def test_the_conf_names_which_properties_are_our_defaults(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`DEFAULTED` lists what a small hour may tune: our defaults, not what the user or the
+    cluster's spark-defaults.conf set."""
+    from recon.sparkconf import DEFAULTED
+
+    monkeypatch.delenv("RECON_SPARK_CONF", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    for conf in (session_conf(local=True), submit_conf("/py")):
+        ours = conf[DEFAULTED].split(",")
+        assert "spark.sql.shuffle.partitions" in ours and "spark.driver.memory" in ours
+    monkeypatch.setenv("RECON_SPARK_CONF", '{"spark.sql.shuffle.partitions": 8}')
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.memory 6g\n")
+    for conf in (session_conf(local=True), submit_conf("/py")):
+        ours = conf[DEFAULTED].split(",")
+        assert "spark.sql.shuffle.partitions" not in ours and "spark.driver.memory" not in ours
+        assert "spark.sql.files.maxPartitionBytes" in ours
+    assert DEFAULTED not in session_conf(local=False)  # no default of ours: no list
