@@ -11,8 +11,19 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade "pip>=24"
-.venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+# The pinned dependencies are installed again only when what pins them changed (each install
+# re-resolves and rebuilds the editable wheel: ~8 s of every `make demo` / `make test`), or
+# when this script changed.
+# Deleting the stamp forces an install.
+STAMP=.venv/.recon-deps
+want="$(cat constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1) $(.venv/bin/python --version 2>&1)"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && .venv/bin/python -c "import recon" 2>/dev/null; then
+  echo "setup: dependencies unchanged since the last install ($STAMP)"
+else
+  rm -f "$STAMP"
+  .venv/bin/python -m pip install -q --upgrade "pip>=24"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+fi
 # apache-airflow-providers-apache-spark pulls pyspark-client, which overwrites ~100 of pyspark's
 # Python files with an incompatible version; pip check stays silent and mapInArrow then dies with
 # a Py4J constructor error. Reinstalling pyspark last restores its own files
@@ -23,6 +34,7 @@ PYSPARK_VERSION=$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)
 if ! .venv/bin/python scripts/pyspark_intact.py; then
   .venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==${PYSPARK_VERSION}"
 fi
+[ -f "$STAMP" ] || echo "$want" > "$STAMP"
 # Generated protobuf code is a build output, never committed.
 mkdir -p recon/_proto
 .venv/bin/python -m grpc_tools.protoc -Iproto --python_out=recon/_proto proto/*.proto

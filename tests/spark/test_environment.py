@@ -195,6 +195,31 @@ def test_setup_sees_pyspark_intact_so_it_keeps_the_jars_the_archive_is_for() -> 
     assert proc.returncode == 0, proc.stdout
 
 
+def test_setup_run_again_installs_nothing_while_what_pins_the_dependencies_is_unchanged() -> None:
+    """The pip steps (~8 s: a new editable wheel every time) run only when constraints.txt,
+    pyproject.toml or setup.sh changed since the install the stamp records (or the stamp is
+    gone, or `recon` does not import); a run with nothing changed says so and goes on to the
+    other steps."""
+    import hashlib
+
+    stamp = ROOT / ".venv" / ".recon-deps"
+    pinned = b"".join(
+        (ROOT / p).read_bytes() for p in ("constraints.txt", "pyproject.toml", "scripts/setup.sh")
+    )
+    python = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "python"), "--version"], capture_output=True, text=True
+    ).stdout.strip()
+    assert stamp.read_text().strip() == f"{hashlib.sha256(pinned).hexdigest()} {python}"
+    env = {**os.environ, "RECON_SKIP_SYSTEM_PACKAGES": "1"}
+    proc = subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "setup: dependencies unchanged since the last install" in proc.stdout, proc.stdout
+    assert "pip" not in proc.stderr  # no pip ran (pip warns about this image's extra index)
+    assert stamp.read_text().strip() == f"{hashlib.sha256(pinned).hexdigest()} {python}"
+
+
 def test_spark_submit_drivers_and_python_workers_import_the_installed_pyspark(
     tmp_path: Path,
 ) -> None:
