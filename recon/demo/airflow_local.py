@@ -87,11 +87,16 @@ class DagsTestServer:
     """`airflow dags test` runs forked from one interpreter that imported Airflow once
     (`recon.demo.dags_fork`), for many runs against one Airflow home (`env`). Thread-safe:
     runs may overlap. A server that could not start, or ended, before a run is asked of it makes
-    `run` return (None, None), and the caller runs its own `airflow` process."""
+    `run` return (None, None), and the caller runs its own `airflow` process.
 
-    def __init__(self, env: dict[str, str]) -> None:
+    `after_migrate`: the server writes the Airflow home's config file (`configured()` waits for
+    it), then imports Airflow while the caller migrates the database, and writes to the
+    database only once the caller says `migrated()`."""
+
+    def __init__(self, env: dict[str, str], after_migrate: bool = False) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "recon.demo.dags_fork"],
+            [sys.executable, "-m", "recon.demo.dags_fork"]
+            + (["--after-migrate"] if after_migrate else []),
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -102,6 +107,7 @@ class DagsTestServer:
         self.next_id = 0
         self.done: dict[int, int] = {}
         self.ready = False
+        self.is_configured = False
         self.changed = threading.Condition(self.lock)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -116,11 +122,31 @@ class DagsTestServer:
             with self.changed:
                 if got.get("ready"):
                     self.ready = True
+                elif got.get("configured"):
+                    self.is_configured = True
                 else:
                     self.done[int(got["id"])] = int(got["rc"])
                 self.changed.notify_all()
         with self.changed:
             self.changed.notify_all()  # ended: waiters see it gone
+
+    def configured(self) -> bool:
+        """Waits until the server wrote the Airflow home's config file (`after_migrate`);
+        False when it ended first (the runs then fall back to their own `airflow`)."""
+        with self.changed:
+            while not self.is_configured and self.reader.is_alive():
+                self.changed.wait(1.0)
+            return self.is_configured
+
+    def migrated(self) -> None:
+        """The database is migrated: the server may write to it (`after_migrate`)."""
+        with self.lock:
+            if self.proc.stdin is not None and self.proc.poll() is None:
+                try:
+                    self.proc.stdin.write(json.dumps({"migrated": True}) + "\n")
+                    self.proc.stdin.flush()
+                except OSError:
+                    pass  # it ended: each run falls back to its own `airflow` process
 
     def run(self, argv: list[str], log: Path | None) -> tuple[int | None, str | None]:
         """(exit code, output) of `airflow *argv`; (None, None) when the server is gone."""

@@ -9,7 +9,10 @@ with the request's arguments and its output in the request's log file, exactly a
 `airflow` executable would. Airflow forks itself the same way (its executors, its task
 supervisor) and resets its database engine in a forked child (`airflow.settings`).
 
-Protocol (one JSON object per line): out `{"ready": true}` once Airflow is imported; in
+Protocol (one JSON object per line): with `--after-migrate`, out `{"configured": true}` once
+the Airflow home's config file is written, in `{"migrated": true}` once the caller has
+migrated the database (the imports overlap the migration); out `{"ready": true}`
+once Airflow is imported and its first writes are done; in
 `{"id": N, "argv": [...], "log": PATH}`, out `{"id": N, "rc": R}` when that run's process ends. The server ends when its input closes and
 its runs are done; SIGTERM ends it and its runs.
 """
@@ -26,20 +29,26 @@ from types import FrameType
 
 
 def _preload() -> None:
-    """What every `airflow dags test` imports before its first task, and its first writes."""
+    """What every `airflow dags test` imports before its first task (no database yet)."""
     import airflow.__main__  # noqa: F401
     import airflow.api_fastapi.execution_api.app  # noqa: F401
     import airflow.cli.commands.dag_command  # noqa: F401
+    import airflow.dag_processing.dagbag  # noqa: F401
     import airflow.sdk.execution_time.supervisor  # noqa: F401
     from airflow.cli import cli_parser
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
 
     cli_parser.get_parser()
     try:
         _warm_execution_api()
     except Exception as err:  # noqa: BLE001 - a saving only: each run then builds its own
         print(f"dags_fork: execution API not built ahead ({type(err).__name__}: {err})", flush=True)
+
+
+def _first_writes() -> None:
+    """What every `airflow dags test` writes first, done once here (the database migrated)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+
     # What each `dags test` writes first (the DAG bundles, then every DAG of the bundle), once,
     # here: two runs starting together on a new metadata database would insert the same rows
     # at once (the second fails on a unique constraint); after this they only read or update.
@@ -98,10 +107,33 @@ def _child(argv: list[str], log: str, reply_fd: int) -> None:
     os._exit(code)
 
 
+def _wait_for_migrated() -> bool:
+    """`--after-migrate`: the caller migrates the database while this process imports; it
+    sends one line when done. False: its input closed first (the migration failed)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)  # byte by byte: what follows the line is the requests'
+        if not chunk:
+            return False
+        line += chunk
+    return bool(json.loads(line).get("migrated"))
+
+
 def serve() -> int:
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # what Airflow prints here (its import warnings) goes to stderr, not the replies
+    after_migrate = "--after-migrate" in sys.argv[1:]
+    if after_migrate:
+        # the Airflow home's config file first, as `airflow` itself writes it when missing
+        # (with new secret keys): then the migration reads the keys this process holds
+        from airflow.configuration import write_default_airflow_configuration_if_needed
+
+        write_default_airflow_configuration_if_needed()
+        reply.write(json.dumps({"configured": True}) + "\n")
     _preload()
+    if after_migrate and not _wait_for_migrated():
+        return 0
+    _first_writes()
     reply.write(json.dumps({"ready": True}) + "\n")
     runs: dict[int, int] = {}  # pid -> request id
 

@@ -240,7 +240,11 @@ def test_recon_demo_forks_its_dags_tests_from_one_airflow_interpreter(
     Airflow once (`recon.demo.dags_fork`), two at a time: each run is Airflow's own command
     line, with its own log and final state. With the `airflow` executable made unreachable,
     they still succeed, so they ran in the server; a failing run reports `failed`; once the
-    server is closed, a run falls back to its own `airflow` process."""
+    server is closed, a run falls back to its own `airflow` process. The server imports
+    Airflow while the database is migrated, as the demo starts it, and writes to the database
+    only once told it is migrated (had it written before, it would have died on the missing
+    tables, and the runs, with no `airflow` to fall back to, failed); told nothing, it ends
+    when its input closes."""
     from recon.demo import airflow_local
     from recon.demo.airflow_local import DagsTestServer
 
@@ -249,11 +253,18 @@ def test_recon_demo_forks_its_dags_tests_from_one_airflow_interpreter(
         write_canal_pipeline(tmp_path / "pipelines", name, tmp_path / "raw", tmp_path / "wh", START)
     _failing_pipeline(tmp_path, "fc")
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    unmigrated = DagsTestServer(env, after_migrate=True)
+    assert unmigrated.configured()
+    unmigrated.close()  # a failed migration: the demo closes it unannounced
+    assert unmigrated.proc.returncode == 0 and not unmigrated.ready
+    server = DagsTestServer(env, after_migrate=True)
+    assert server.configured() and (tmp_path / "airflow" / "airflow.cfg").is_file()
     migrate(env)
     real_airflow = airflow_local._airflow
     monkeypatch.setattr(airflow_local, "_airflow", lambda: "/nonexistent/airflow")
     logs = {n: tmp_path / f"{n}.log" for n in ("fa", "fb", "fc")}
-    with DagsTestServer(env) as server:
+    server.migrated()
+    with server:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(2) as pool:
