@@ -16,7 +16,7 @@ from typing import Any, NotRequired, TypedDict
 
 from recon.config import PipelineConfig
 from recon.errors import ManifestError, NoSavedStateError, ReconError
-from recon.layout import hour_text, read_json, write_json_atomic
+from recon.layout import folder_files, hour_text, read_json, write_json_atomic
 
 
 class BucketFile(TypedDict):
@@ -103,6 +103,20 @@ def snapshot_pending(man: Manifest, name: str) -> bool:
     tables = man["tables"]
     return not (name in tables and tables[name].get("snapshot_loaded")) and not (
         man.get("snapshot") is not None and name in tables
+    )
+
+
+def unloaded_snapshot_bytes(cfg: PipelineConfig, man: Manifest) -> int:
+    """The bytes of the snapshot folders of the configured tables that have not loaded it:
+    their next merge reads them, so a big snapshot makes a big run (`recon.ops.sizing`) and a
+    big hour (`recon.merge.stage`) however few changes the hour has."""
+    if cfg.snapshot_path is None:
+        return 0
+    return sum(
+        size
+        for name in cfg.tables
+        if snapshot_pending(man, name)
+        for _, size, _ in folder_files(cfg.snapshot_path / name)
     )
 
 

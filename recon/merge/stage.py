@@ -54,6 +54,7 @@ from recon.merge.manifest import (
     save_manifest,
     snapshot_pending,
     state_rows,
+    unloaded_snapshot_bytes,
 )
 from recon.merge.result import MergeResult, PublishResult, TableMerge
 from recon.merge.schemas import (
@@ -75,7 +76,6 @@ from recon.merge.state import (
     skip_counts,
 )
 from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
-from recon.ops.sizing import unloaded_snapshot_bytes
 from recon.publish.iceberg import (
     publish_table,
     published_hours,

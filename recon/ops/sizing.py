@@ -34,8 +34,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from recon.config import PipelineConfig
-from recon.layout import JSONL_DUMPS, PARQUET_DUMP, dump_bytes, dump_files, folder_files
-from recon.merge.manifest import Manifest, load_manifest, snapshot_pending, state_rows
+from recon.layout import JSONL_DUMPS, PARQUET_DUMP, dump_bytes, dump_files
+from recon.merge.manifest import load_manifest, state_rows, unloaded_snapshot_bytes
 
 SMALL_RUN_RECORDS = 150_000
 """Dump records (Kafka messages) of all the run's hours."""
@@ -57,20 +57,6 @@ def small_run(cfg: PipelineConfig, hours: list[datetime]) -> bool:
     if state_rows(man) >= SMALL_RUN_STATE_ROWS:
         return False
     return unloaded_snapshot_bytes(cfg, man) < SMALL_RUN_BYTES
-
-
-def unloaded_snapshot_bytes(cfg: PipelineConfig, man: Manifest) -> int:
-    """The bytes of the snapshot folders of the configured tables that have not loaded it:
-    their next merge reads them (`recon.merge.stage`), so a big snapshot makes a big run and a
-    big hour however few changes the hour has."""
-    if cfg.snapshot_path is None:
-        return 0
-    return sum(
-        size
-        for name in cfg.tables
-        if snapshot_pending(man, name)
-        for _, size, _ in folder_files(cfg.snapshot_path / name)
-    )
 
 
 def dump_records(cfg: PipelineConfig, hours: list[datetime], limit: int) -> int:
