@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from recon.audit.rules import GtidSpan, PartitionKey, Run
 from recon.config import PipelineConfig
-from recon.core.watermark import GTID_SOURCE_SQL
+from recon.core.watermark import GTID_SOURCE_LOWER_SQL
 from recon.decode.offset_index import earlier_intervals, hour_intervals
 from recon.decode.stage import read_counters
 from recon.decode.stats import DecodeCounters
@@ -103,7 +103,7 @@ def event_facts(
             newest[r["table"]] = int(r["t"])
     # GTID numbers per source: MySQL uuid:N, MariaDB domain-server-seq (ordered per domain)
     mysql = F.col("gtid").contains(":")
-    src = F.when(mysql, F.lower(F.expr(GTID_SOURCE_SQL))).otherwise(
+    src = F.when(mysql, F.expr(GTID_SOURCE_LOWER_SQL)).otherwise(
         F.concat(F.lit("domain "), F.split_part("gtid", F.lit("-"), F.lit(1)))
     )
     num = F.when(mysql, F.substring_index("gtid", ":", -1)).otherwise(

@@ -251,7 +251,8 @@ def test_types_are_published_faithfully_and_add_column_extends_the_table(
         "f": "0.1",
         "doc": '{"a": 1}',
     }
-    write_hour(cfg, hour(0), [event(1, "s.typed", "insert", None, row, TYPES, ["id"])])
+    # 0x1A: its order key's hex has a letter (`_cdc_order_key` below)
+    write_hour(cfg, hour(0), [event(0x1A, "s.typed", "insert", None, row, TYPES, ["id"])])
     r0 = merge_hour(spark, cfg, hour(0), buckets=4)
     assert r0["tables"]["s.typed"]["schema_version"] == 1
     table = load_table(cfg, "s.typed")
@@ -276,6 +277,11 @@ def test_types_are_published_faithfully_and_add_column_extends_the_table(
             "doc": '{"a": 1}',
         }
     ]
+    # the row's order key, as lower-case hex (the same text a `lower(hex(...))` gave)
+    sent = pq.read_table(cfg.layout.events(hour(0)), columns=["order_key"]).column(0)
+    published = table.scan(selected_fields=("_cdc_order_key",)).to_arrow().column(0)
+    assert published.to_pylist() == [k.hex() for k in sent.to_pylist()]
+    assert "a" in published[0].as_py()
     # hour 1: ALTER TABLE ... ADD COLUMN seen as DDL, then a row that carries the new column
     t2 = {**TYPES, "note": "string"}
     row2 = {**row, "id": "7", "note": "hello"}
@@ -471,6 +477,11 @@ WATERMARK_CASES = [
     ({"gtid_set": f"{UUID}:1-5:big_load:1-3"}, {"gtid": f"{UUID}:big_load:4"}, False),
     ({"gtid_set": f"{UUID}:1-5:big_load:1-3"}, {"gtid": f"{UUID}:5"}, True),
     ({"gtid_set": f"{UUID}:1-5:big_load:1-3"}, {"gtid": f"{UUID}:other:1"}, False),
+    # sources compare in ASCII lower case, both sides: hex digits and tags as MySQL writes them
+    ({"gtid_set": f"{UUID.lower()}:1-5"}, {"gtid": f"{UUID.upper()}:5"}, True),
+    ({"gtid_set": f"{UUID}:1-5:Big_Load:1-3"}, {"gtid": f"{UUID.lower()}:BIG_LOAD:3"}, True),
+    # ... and only ASCII: the Kelvin sign is no `k` (Unicode's lower case would make it one)
+    ({"gtid_set": f"{UUID}:1-5:k1:1-3"}, {"gtid": f"{UUID}:\u212a1:3"}, False),
 ]
 
 
