@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from recon.errors import ConfigError
+from recon.spark.py4j_lookups import cache_jvm_lookups
 from recon.sparkconf import DEFAULTED, REQUIRED_SQL, cluster_conf, session_conf
 from recon.sparkpath import DAEMON_MODULE
 
@@ -30,6 +31,7 @@ def get_spark(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    cache_jvm_lookups()  # PySpark's class and method lookups, asked once (`py4j_lookups`)
     # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT) with the submitted conf.
     local = bool(master) or "PYSPARK_GATEWAY_PORT" not in os.environ
     builder = SparkSession.builder.appName(app_name)

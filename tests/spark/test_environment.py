@@ -267,3 +267,33 @@ def test_spark_submit_drivers_and_python_workers_import_the_installed_pyspark(
     theirs = submit("--conf", "spark.python.daemon.module=pyspark.daemon")
     assert "-m pyspark.daemon pyspark.worker" in theirs["daemon"], theirs
     assert any("pyspark.zip" in z for z in theirs["worker_zips"]), theirs
+
+
+def test_pyspark_asks_the_jvm_for_a_class_or_static_method_once(spark) -> None:
+    """`recon.spark.py4j_lookups`: building columns repeats no reflection round trip (each
+    `F.col` asked the JVM for `functions`, then for `col`), and what is not a class or a
+    static method (a package, a static field's value) is still asked every time."""
+    from py4j import protocol as proto
+    from pyspark.sql import functions as F
+
+    client = spark.sparkContext._gateway._gateway_client
+    sent: list[str] = []
+    send = client.send_command
+
+    def counting(command: str, *args: Any, **kwargs: Any) -> Any:
+        if command.startswith(proto.REFLECTION_COMMAND_NAME):
+            sent.append(command)
+        return send(command, *args, **kwargs)
+
+    F.col("warm"), F.lit(1)
+    client.send_command = counting
+    try:
+        cols = [F.col(f"c{i}") + F.lit(i) for i in range(50)]
+        assert not sent, sent[:3]
+        jvm = spark.sparkContext._jvm
+        assert jvm.java.lang.Integer.MAX_VALUE == 2**31 - 1  # a package and a field's value
+        assert jvm.java.lang.Integer.MAX_VALUE == 2**31 - 1
+        assert len(sent) >= 4, sent  # `java` twice and the field twice; `Integer` once
+    finally:
+        client.send_command = send
+    assert spark.range(1).select(F.lit(3).alias("c7")).select(cols[7]).first()[0] == 10
