@@ -13,6 +13,7 @@ Anything else (a package, an error) is asked every time, as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from py4j.java_gateway import JavaClass, JavaMember, JVMView
@@ -24,27 +25,22 @@ def cache_jvm_lookups() -> None:
     """Install the caches (once per process; idempotent)."""
     if getattr(JVMView, _INSTALLED, False):
         return
-    view_lookup = JVMView.__getattr__
-    class_lookup = JavaClass.__getattr__
-
-    def view_getattr(self: JVMView, name: str) -> Any:
-        found = self.__dict__.setdefault("_recon_classes", {})
-        hit = found.get(name)
-        if hit is None:
-            hit = view_lookup(self, name)
-            if isinstance(hit, JavaClass):
-                found[name] = hit
-        return hit
-
-    def class_getattr(self: JavaClass, name: str) -> Any:
-        found = self.__dict__.setdefault("_recon_methods", {})
-        hit = found.get(name)
-        if hit is None:
-            hit = class_lookup(self, name)
-            if isinstance(hit, JavaMember):
-                found[name] = hit
-        return hit
-
-    JVMView.__getattr__ = view_getattr
-    JavaClass.__getattr__ = class_getattr
+    JVMView.__getattr__ = _kept(JVMView.__getattr__, JavaClass, "_recon_classes")
+    JavaClass.__getattr__ = _kept(JavaClass.__getattr__, JavaMember, "_recon_methods")
     setattr(JVMView, _INSTALLED, True)
+
+
+def _kept(lookup: Callable[[Any, str], Any], kind: type, slot: str) -> Callable[[Any, str], Any]:
+    """`lookup` (an attribute lookup over Py4J) remembering, per object, the answers of `kind`
+    in its attribute `slot`."""
+
+    def getattr_kept(self: Any, name: str) -> Any:
+        found = self.__dict__.setdefault(slot, {})
+        hit = found.get(name)
+        if hit is None:
+            hit = lookup(self, name)
+            if isinstance(hit, kind):
+                found[name] = hit
+        return hit
+
+    return getattr_kept
