@@ -11,6 +11,11 @@ DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job)
 The records carried in from the hour before are few: every task reads them, and feeds those of
 its partitions in offset order (`recon.decode.stream.with_carried`). Partitions with carried
 records and none in the hour get a task of their own (its file is None).
+
+Records of the copy an earlier hour already read (a re-delivery: same offset, same content)
+are marked apart (the skip list: a few files of (topic, partition, offset, content hash));
+every task reads that list and leaves them out, so an hour with re-delivered records reads its
+copy the same way instead of shuffling the hour to the decoders a second time.
 """
 
 from __future__ import annotations
@@ -31,6 +36,12 @@ from recon.layout import has_parquet
 
 BAD_FILE = "_unreadable_in"
 """The copy's column naming the dump of an unreadable JSON line (null for a record)."""
+CONTENT_HASH = "_content_hash"
+"""The copy's hash of a record's key and value: with its offset, what makes it the same record."""
+SKIPPED = "_skipped"
+"""True in the skip list's rows an earlier hour read (null: other content at its offset, kept)."""
+SkipList = dict[tuple[str, int], set[tuple[int, int]]]
+"""Per (topic, partition), the (offset, content hash) of records not to decode."""
 _BATCH_ROWS = 10_000
 CARRY_COLUMNS = {  # carry folder column -> raw record column (`carried` is set by the reader)
     "topic": "topic",
@@ -61,11 +72,43 @@ def read_carried(carry_dir: str | None) -> dict[tuple[str, int], list[RawRecord]
     return out
 
 
-def _copy_records(path: str) -> Iterator[RawRecord]:
+def read_skip_list(skip_dir: str | None) -> SkipList:
+    """The records an earlier hour read (`recon.decode.stage._drop_seen_records` wrote them)."""
+    out: SkipList = {}
+    if skip_dir is None or not has_parquet(Path(skip_dir)):
+        return out
+    cols = ["topic", "partition", "offset", CONTENT_HASH]
+    table = pq.read_table(skip_dir, columns=cols, filters=[(SKIPPED, "=", True)])
+    for t, p, o, h in zip(*table.to_pydict().values(), strict=True):
+        out.setdefault((t, p), set()).add((o, h))
+    return out
+
+
+def _kept(batch: pa.RecordBatch, skip: SkipList, offsets: pa.Array) -> pa.Array:
+    """True for each row of `batch` not in `skip`: only rows at an offset in the list (`offsets`,
+    every partition's) are looked at one by one."""
+    at = pc.indices_nonzero(pc.is_in(batch.column("offset"), value_set=offsets)).to_pylist()
+    keep = [True] * batch.num_rows
+    if at:
+        cols = [batch.column(c).take(at).to_pylist() for c in ("topic", "partition", "offset")]
+        hashes = batch.column(CONTENT_HASH).take(at).to_pylist()
+        for i, t, p, o, h in zip(at, *cols, hashes, strict=True):
+            keep[i] = (o, h) not in skip.get((t, p), ())
+    return pa.array(keep, pa.bool_())
+
+
+def _copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
     names = [f.name for f in RAW_SCHEMA]
-    for batch in pq.ParquetFile(path).iter_batches(_BATCH_ROWS, columns=[*names, BAD_FILE]):
-        records = batch.filter(pc.is_null(batch.column(BAD_FILE)))  # not an unreadable line
-        yield from records_of(pa.RecordBatch.from_arrays(records.columns[:-1], schema=RAW_SCHEMA))
+    offsets = pa.array(sorted({o for s in skip.values() for o, _ in s}), pa.int64())
+    cols = [*names, BAD_FILE, *([CONTENT_HASH] if skip else [])]
+    for batch in pq.ParquetFile(path).iter_batches(_BATCH_ROWS, columns=cols):
+        keep = pc.is_null(batch.column(BAD_FILE))  # not an unreadable line
+        if skip:
+            keep = pc.and_(keep, _kept(batch, skip, offsets))
+        records = batch.filter(keep)
+        yield from records_of(
+            pa.RecordBatch.from_arrays(records.columns[: len(names)], schema=RAW_SCHEMA)
+        )
 
 
 def decode_copy_files(
@@ -75,16 +118,19 @@ def decode_copy_files(
     carry_dir: str | None,
     carried_only: list[tuple[str, int]],
     staging: str,
+    skip_dir: str | None = None,
 ) -> Iterator[tuple[int, str, str]]:
     """Inside a decode task: decode each copy file given (None: the partitions that only have
-    carried records, `carried_only`), write the output (`write_task_files`), and yield its
-    file rows (task, kind, path)."""
+    carried records, `carried_only`), less the records in `skip_dir` (`read_skip_list`), write
+    the output (`write_task_files`), and yield its file rows (task, kind, path)."""
     carried = read_carried(carry_dir)
+    skip = read_skip_list(skip_dir)
     streams: list[Iterator[RawRecord]] = []
     for f in files:
         if f is None:
             streams.append(chain.from_iterable(carried.get(k, []) for k in sorted(carried_only)))
         else:  # no merge layer on every record when nothing was carried in (most hours)
-            streams.append(with_carried(_copy_records(f), carried) if carried else _copy_records(f))
+            own = _copy_records(f, skip)
+            streams.append(with_carried(own, carried) if carried else own)
     for rows in write_task_files(decode_raw(chain.from_iterable(streams), fmt, ctx), staging):
         yield from zip(*(c.to_pylist() for c in rows.columns), strict=True)

@@ -32,7 +32,13 @@ from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
-from recon.decode.copy_input import BAD_FILE, CARRY_COLUMNS, decode_copy_files
+from recon.decode.copy_input import (
+    BAD_FILE,
+    CARRY_COLUMNS,
+    CONTENT_HASH,
+    SKIPPED,
+    decode_copy_files,
+)
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
@@ -53,12 +59,12 @@ from recon.layout import (
 from recon.spark.session import SMALL_HOUR_BYTES, job_named, sized_for
 
 PartitionKey = tuple[str, int]
-HASH = "_content_hash"
+HASH = CONTENT_HASH
 FIRST_AT_OFFSET = "_first_at_offset"
 VALUE_BYTES = "_value_bytes"
 COPY_INPUT = True
-"""Decoders read the staging copy themselves when no earlier hour read its offsets (the tests
-turn it off to compare with the shuffled input every hour used before)."""
+"""Decoders read the staging copy themselves, leaving out the records an earlier hour read (the
+tests turn it off to compare with the shuffled input every hour used before)."""
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +107,12 @@ class _Input:
     """Records at an offset an earlier hour (or this one) read with other content."""
     to_decode: DataFrame
     copy: Path
-    """The hour's staging copy: partitioned by (topic, partition), sorted by offset."""
-    copy_is_input: bool
-    """No record of the copy was read by an earlier hour: the decoders read the copy's files
-    themselves (`recon.decode.copy_input`), with the carried-in records."""
+    """The hour's staging copy: partitioned by (topic, partition), sorted by offset. The
+    decoders read its files themselves (`recon.decode.copy_input`), with the carried-in
+    records."""
+    skip: Path | None
+    """The copy's records at offsets an earlier hour read, those it read (same content) marked
+    `SKIPPED`, which the decoders leave out; None: none."""
     carry_in: Path | None
     """The previous hour's carry folder, when it holds records."""
 
@@ -138,11 +146,12 @@ def decode_hour(
     files = [list_hour(cfg.raw_path, t, hour) for t in cfg.topics]
     check_complete(files, hour, allow_incomplete)
     staging, copy = layout.staging(run_id), layout.staging(f"{run_id}-input")
-    for d in (staging, copy):
+    skip = layout.staging(f"{run_id}-skip")
+    for d in (staging, copy, skip):
         shutil.rmtree(d, ignore_errors=True)
     small = dump_bytes(cfg.raw_path, cfg.topics, [hour]) < SMALL_HOUR_BYTES
     with sized_for(spark, small):
-        inp = _read_input(spark, cfg, hour, files, copy)
+        inp = _read_input(spark, cfg, hour, files, copy, skip)
         _decode_to_staging(spark, cfg, hour, inp, staging)
         paired = _pair_across_partitions(spark, staging)
         decoded = _read_staged(spark, staging)
@@ -164,7 +173,7 @@ def decode_hour(
     }
     counters["event_shapes"] = shapes
     write_json_atomic(layout.decode_counters(hour), counters)
-    for d in (staging, copy):
+    for d in (staging, copy, skip):
         shutil.rmtree(d, ignore_errors=True)
     log.info(
         "%s %s: decoded %s records into %s events %s",
@@ -175,7 +184,12 @@ def decode_hour(
 
 
 def _read_input(
-    spark: SparkSession, cfg: PipelineConfig, hour: datetime, files: list[Any], copy: Path
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    hour: datetime,
+    files: list[Any],
+    copy: Path,
+    skip: Path,
 ) -> _Input:
     """The hour's records, each (offset, content) once, written to `copy` in one pass over the
     dumps: the counters, the offsets kept for later hours and the decode read that copy, not
@@ -202,7 +216,9 @@ def _read_input(
         bad = staged.where(F.col(BAD_FILE).isNotNull()).select(
             "topic", F.col(BAD_FILE).alias("file"), F.col("value").alias("line")
         )
-    fresh, cross_dups, resets, seen = _drop_seen_records(spark, cfg.layout, hour, distinct, stats)
+    fresh, cross_dups, resets, seen = _drop_seen_records(
+        spark, cfg.layout, hour, distinct, stats, skip
+    )
     if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
         _count_resets_in_hour(fresh, seen, resets)
     fresh = fresh.drop(HASH)
@@ -211,7 +227,8 @@ def _read_input(
     to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
     return _Input(
         bad, distinct, stats, cross_dups, resets, to_decode,
-        copy=copy, copy_is_input=seen is None, carry_in=carry_dir if carried_in else None,
+        copy=copy, skip=skip if has_parquet(skip) else None,
+        carry_in=carry_dir if carried_in else None,
     )  # fmt: skip
 
 
@@ -333,13 +350,15 @@ def _drop_seen_records(
     hour: datetime,
     distinct: DataFrame,
     stats: dict[PartitionKey, dict[str, Any]],
+    skip: Path,
 ) -> tuple[DataFrame, dict[PartitionKey, int], dict[PartitionKey, int], DataFrame | None]:
     """Records an earlier hour already read (same offset, same content) are duplicates: drop
-    and count them. A record at an offset an earlier hour read with other content is new (a
-    topic re-created, a cluster moved): kept, and counted as an offset reset. The offset
-    intervals of earlier hours find the candidates (usually none); only the hours they point
-    at have their content hashes read. Returns (fresh, duplicates and resets per partition,
-    the records at offsets earlier hours read)."""
+    and count them, and mark them in `skip` (every record at an offset an earlier hour read:
+    topic, partition, offset, content hash, `SKIPPED`) for the decoders that read the copy. A record at an offset an earlier hour read with other content
+    is new (a topic re-created, a cluster moved): kept, and counted as an offset reset. The
+    offset intervals of earlier hours find the candidates (usually none); only the hours they
+    point at have their content hashes read. Returns (fresh, duplicates and resets per
+    partition, the records at offsets earlier hours read)."""
     meeting = _intervals_meeting_hour(layout, hour, stats)
     if not meeting.num_rows:
         return distinct, {}, {}, None
@@ -370,20 +389,25 @@ def _drop_seen_records(
         hashes = spark.read.parquet(*[str(layout.offset_hashes(h)) for h in with_hashes])
         same = seen.join(hashes.select(*keys), keys, "left_semi").select(*keys)
         dup = dup.unionByName(same)
-    dup = dup.distinct()
+    dup = dup.distinct().withColumn(SKIPPED, F.lit(True))
+    marked = seen.select(*keys).distinct().join(dup, keys, "left")  # SKIPPED null: a reset
+    with job_named(spark, "decode: records earlier hours read, for the decoders to skip"):
+        marked.write.parquet(str(skip))
+    # read back (a few files): the counts and the fresh records do not join the hashes again
+    marked = spark.read.schema(marked.schema).parquet(str(skip))
     counts: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
-    marked = seen.select(*keys).distinct().join(dup.withColumn("_dup", F.lit(True)), keys, "left")
     for r in (
         marked.groupBy("topic", "partition")
         .agg(
-            F.count(F.col("_dup")).alias("dups"),
-            F.sum(F.when(F.col("_dup").isNull(), 1).otherwise(0)).alias("resets"),
+            F.count(F.col(SKIPPED)).alias("dups"),
+            F.sum(F.when(F.col(SKIPPED).isNull(), 1).otherwise(0)).alias("resets"),
         )
         .collect()
     ):
         counts[(r["topic"], r["partition"])] = {"dups": int(r["dups"]), "resets": int(r["resets"])}
     cross_dups = {k: v["dups"] for k, v in counts.items() if v["dups"]}
     resets = {k: v["resets"] for k, v in counts.items() if v["resets"]}
+    dup = marked.where(F.col(SKIPPED)).select(*keys)
     return distinct.join(dup, keys, "left_anti"), cross_dups, resets, seen
 
 
@@ -402,7 +426,7 @@ def _decode_to_staging(
         primary_keys={n: list(t.primary_key) for n, t in cfg.tables.items() if t.primary_key},
     )
     fmt, out = cfg.format, str(staging)
-    if inp.copy_is_input and COPY_INPUT:
+    if COPY_INPUT:
         files = _decode_copy(spark, fmt, ctx, inp, out)
     else:
 
@@ -434,6 +458,7 @@ def _decode_copy(
     successful task attempts (`recon.decode.task_files`)."""
     tasks: list[str | None] = [*sorted(str(f) for f in inp.copy.glob("*.parquet"))]
     carry = None if inp.carry_in is None else str(inp.carry_in)
+    skip = None if inp.skip is None else str(inp.skip)
     carried_only: list[PartitionKey] = []
     if carry is not None:
         in_carry = pq.read_table(carry, columns=["topic", "partition"]).group_by(
@@ -447,7 +472,7 @@ def _decode_copy(
         return []
 
     def decode_files(files: Any) -> Any:
-        return decode_copy_files(files, fmt, ctx, carry, carried_only, out)
+        return decode_copy_files(files, fmt, ctx, carry, carried_only, out, skip)
 
     rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(decode_files)
     with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
