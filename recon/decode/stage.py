@@ -354,10 +354,11 @@ def _drop_seen_records(
 ) -> tuple[DataFrame, dict[PartitionKey, int], dict[PartitionKey, int], DataFrame | None]:
     """Records an earlier hour already read (same offset, same content) are duplicates: drop
     and count them, and mark them in `skip` (every record at an offset an earlier hour read:
-    topic, partition, offset, content hash, `SKIPPED`) for the decoders that read the copy. A record at an offset an earlier hour read with other content
-    is new (a topic re-created, a cluster moved): kept, and counted as an offset reset. The
-    offset intervals of earlier hours find the candidates (usually none); only the hours they
-    point at have their content hashes read. Returns (fresh, duplicates and resets per
+    topic, partition, offset, content hash, `SKIPPED`) for the decoders that read the copy. A
+    record at an offset an earlier hour read with other content is new (a topic re-created, a
+    cluster moved): kept, and counted as an offset reset. The offset intervals of earlier
+    hours find the candidates (usually none); only the hours they point at have their content
+    hashes read. Returns (fresh, duplicates and resets per
     partition, the records at offsets earlier hours read)."""
     meeting = _intervals_meeting_hour(layout, hour, stats)
     if not meeting.num_rows:

@@ -112,23 +112,12 @@ def _same_counters(c: dict) -> dict:
     return {k: c[k] for k in ("totals", "events_by_op", "quarantine_reasons", "partitions")}
 
 
-@pytest.mark.parametrize("partition_ends", [False, True])
-def test_carried_records_decode_the_same_from_the_copy_or_shuffled(
-    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partition_ends: bool
-) -> None:
-    """The decoders read the hour's staging copy themselves (`recon.decode.copy_input`) unless
-    an earlier hour read some of its offsets; then Spark shuffles the fresh records to them, as
-    every hour did before. Both give the same events and counters, with the records carried in
-    merged into their partition by offset. `partition_ends`: the partition of the split
-    envelope has no records in the next hour, only the carried ones (a task of their own)."""
-    fmt = "tencent_dts_pb"
-    recs = sample.to_records(sample.ENCODERS[fmt](TXNS), f"t_{fmt}")
-    _straddle_last_envelope(recs, H0)
-    end0 = int(HOURS[1].timestamp() * 1000)
-    moved = {r.partition for r in recs if r.ts_ms == end0 + 500}
-    assert len(moved) == 1
-    if partition_ends:
-        recs = [r for r in recs if not (r.partition in moved and (r.ts_ms or 0) >= end0)]
+def _decoded_both_ways(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, recs: list[RawRecord]
+) -> dict[bool, tuple[list, list[dict]]]:
+    """Both hours decoded with the decoders reading the staging copy (True) and with Spark
+    shuffling the records to them (False): (events, counters) of each. Every hour read the copy
+    when it was on, and left no staging folder behind."""
     calls: list[str] = []
     real = stage._decode_copy
     monkeypatch.setattr(stage, "_decode_copy", lambda *a: calls.append("copy") or real(*a))
@@ -139,7 +128,29 @@ def test_carried_records_decode_the_same_from_the_copy_or_shuffled(
         counters = [decode_hour(spark, cfg, h, run_id=f"r{i}") for i, h in enumerate(HOURS)]
         events = sorted(map(event_key, _events(cfg.warehouse, cfg.name)))
         got[copy_input] = (events, [_same_counters(c) for c in counters])
-    assert calls == ["copy", "copy"]  # both hours read the copy when it is on
+        assert not list(cfg.layout.staging("r0").parent.glob("r*"))  # staging cleaned up
+    assert calls == ["copy"] * len(HOURS)
+    return got
+
+
+@pytest.mark.parametrize("partition_ends", [False, True])
+def test_carried_records_decode_the_same_from_the_copy_or_shuffled(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partition_ends: bool
+) -> None:
+    """The decoders read the hour's staging copy themselves (`recon.decode.copy_input`) unless
+    the tests turn that off; then Spark shuffles the records to them, as every hour did before.
+    Both give the same events and counters, with the records carried in
+    merged into their partition by offset. `partition_ends`: the partition of the split
+    envelope has no records in the next hour, only the carried ones (a task of their own)."""
+    fmt = "tencent_dts_pb"
+    recs = sample.to_records(sample.ENCODERS[fmt](TXNS), f"t_{fmt}")
+    _straddle_last_envelope(recs, H0)
+    end0 = int(HOURS[1].timestamp() * 1000)
+    moved = {r.partition for r in recs if r.ts_ms == end0 + 500}
+    assert len(moved) == 1
+    if partition_ends:
+        recs = [r for r in recs if not (r.partition in moved and (r.ts_ms or 0) >= end0)]
+    got = _decoded_both_ways(spark, tmp_path, monkeypatch, fmt, recs)
     assert got[True] == got[False]
     c0, c1 = got[True][1]
     carried = c0["totals"]["records_carried_out"]
@@ -176,19 +187,7 @@ def test_redelivered_records_are_left_out_of_the_copy_the_decoders_read(
     ]
     first = h0[0]
     reset = RawRecord(first.topic, first.partition, first.offset, first.key, b"{}", end0 + 200)
-    calls: list[str] = []
-    real = stage._decode_copy
-    monkeypatch.setattr(stage, "_decode_copy", lambda *a: calls.append("copy") or real(*a))
-    got = {}
-    for copy_input in (True, False):
-        monkeypatch.setattr(stage, "COPY_INPUT", copy_input)
-        path = _pipeline(tmp_path / f"copy_{copy_input}", fmt, [*recs, *again, reset], "parquet")
-        cfg = load_config(path)
-        counters = [decode_hour(spark, cfg, h, run_id=f"r{i}") for i, h in enumerate(HOURS)]
-        events = sorted(map(event_key, _events(cfg.warehouse, cfg.name)))
-        got[copy_input] = (events, [_same_counters(c) for c in counters])
-        assert not list(cfg.layout.staging("r1-skip").parent.glob("r1*"))  # cleaned up
-    assert calls == ["copy", "copy"]  # the re-delivery hour reads the copy too
+    got = _decoded_both_ways(spark, tmp_path, monkeypatch, fmt, [*recs, *again, reset])
     assert got[True] == got[False]
     c1 = got[True][1][1]["totals"]
     assert c1["duplicates_cross_hour"] == len(again) and c1["offset_resets"] == 1
