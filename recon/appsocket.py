@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -24,6 +25,15 @@ END_MARK = "recon app: stage done"
 
 class AppGone(Exception):
     """The application ended while it ran a request."""
+
+
+SHARED_VAR = "RECON_SPARK_APP_SHARED"
+"""`true` (a folder under the temp folder) or a folder: a DAG run takes an application an
+earlier run left serving, where there is one (`recon.airflow.spark_app`)."""
+APP_INFO = "app.json"
+"""A shared application's folder: where to reach it (`recon.airflow.spark_app`)."""
+LEASE = "leased_by"
+"""A shared application's folder: the run using it (none: free for the next run)."""
 
 
 READ_S = 10.0
@@ -178,3 +188,24 @@ def is_app_process(pid: int, sock_path: str) -> bool:
     except OSError:
         return False
     return sock_path.encode() in cmdline
+
+
+def stop_shared_apps(folder: str, timeout_s: float = 60.0) -> int:
+    """Stop the shared applications under `folder` (`recon.airflow.spark_app.shared_folder`):
+    asked, then their process group killed if they do not answer. How many were serving."""
+    stopped = 0
+    for info_path in sorted(Path(folder).glob(f"*/{APP_INFO}")):
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+            pid, sock = int(info["pid"]), str(info["socket"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not is_app_process(pid, sock):
+            continue
+        stopped += 1
+        with contextlib.suppress(Exception):
+            if request(sock, {"stop": True}, poll_s=0.2, timeout_s=timeout_s) == 0:
+                continue
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    return stopped

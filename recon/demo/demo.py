@@ -16,6 +16,7 @@ import json
 import os
 import random
 import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 from pyiceberg.exceptions import NoSuchTableError
 
 from recon._proto import tencent_subscribe_pb2 as pb
+from recon.appsocket import SHARED_VAR, stop_shared_apps
 from recon.audit.report import load_report
 from recon.config import PipelineConfig, catalog_identifier, load_config
 from recon.core.model import RawRecord
@@ -314,6 +316,33 @@ def run_demo(
     # (`recon.demo.dags_fork`): the same runs, without six Airflow start-ups
     # the server imports Airflow while the demo's own home is migrated (~6 s each, one core)
     migrating = via_airflow and own_airflow
+    # a DAG run takes the Spark application an earlier one left (`recon.airflow.spark_app`):
+    # `parallel` JVMs, each started and warmed once, instead of one per pipeline; stopped
+    # when the demo ends
+    shared = tempfile.mkdtemp(prefix="recon-demo-apps-") if migrating else None
+    if env is not None and shared is not None:
+        env[SHARED_VAR] = shared
+    try:
+        summary = _run_pipelines(env, facts, expected, parallel, migrating)
+    finally:
+        if shared is not None:
+            stop_shared_apps(shared)
+            shutil.rmtree(shared, ignore_errors=True)
+    _print_summary(summary, last, via_airflow)
+    if not all(o.same for o in summary):
+        raise ReconError("demo: a published table differs from the source's final state")
+    failed = [o.cfg.name for o in summary if "fail" in o.verdicts]
+    if failed:
+        raise ReconError(f"demo: audit verdict fail for {', '.join(failed)}; see its reports")
+
+
+def _run_pipelines(
+    env: dict[str, str] | None,
+    facts: dict[str, Any],
+    expected: list[dict[str, Any]],
+    parallel: int,
+    migrating: bool,
+) -> list[_Outcome]:
     with (
         DagsTestServer(env, after_migrate=migrating)
         if env is not None
@@ -324,13 +353,7 @@ def run_demo(
             server.configured()
             migrate(env)
             server.migrated()
-        summary = list(pool.map(lambda f: _run_pipeline(f, facts, env, expected, server), FORMATS))
-    _print_summary(summary, last, via_airflow)
-    if not all(o.same for o in summary):
-        raise ReconError("demo: a published table differs from the source's final state")
-    failed = [o.cfg.name for o in summary if "fail" in o.verdicts]
-    if failed:
-        raise ReconError(f"demo: audit verdict fail for {', '.join(failed)}; see its reports")
+        return list(pool.map(lambda f: _run_pipeline(f, facts, env, expected, server), FORMATS))
 
 
 def _print_summary(summary: list[_Outcome], last: str, via_airflow: bool) -> None:

@@ -244,15 +244,48 @@ def test_recon_demo_forks_its_dags_tests_from_one_airflow_interpreter(
     Airflow while the database is migrated, as the demo starts it, and writes to the database
     only once told it is migrated (had it written before, it would have died on the missing
     tables, and the runs, with no `airflow` to fall back to, failed); told nothing, it ends
-    when its input closes."""
-    from recon.demo import airflow_local
-    from recon.demo.airflow_local import DagsTestServer
+    when its input closes.
+
+    As in the demo, a run takes the Spark application an earlier run left serving
+    (`RECON_SPARK_APP_SHARED`): the two runs at once start one each, the third takes the first
+    one freed, fails its audit in it and stops it; the run after the server, an `airflow`
+    process of its own, takes the one left."""
+    import shutil
+    import tempfile
+
+    from recon.appsocket import SHARED_VAR, stop_shared_apps
 
     for name, seed in (("fa", 5), ("fb", 6)):
         write_canal_dump(tmp_path / "raw", name, START, 1, seed=seed)
         write_canal_pipeline(tmp_path / "pipelines", name, tmp_path / "raw", tmp_path / "wh", START)
     _failing_pipeline(tmp_path, "fc")
+    shared = tempfile.mkdtemp(prefix="recon-t-")  # short: a socket's path is at most 107 bytes
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    env[SHARED_VAR] = shared
+    try:
+        _forked_runs_share_applications(tmp_path, monkeypatch, env, shared)
+    finally:
+        stop_shared_apps(shared)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _app_of(log: Path) -> tuple[str, str]:
+    """(how the run got its application, its folder) from the run's log."""
+    text = log.read_text()
+    how = re.findall(r"the run's Spark application serves its stages|the run takes the Spark "
+                     r"application an earlier run left serving", text)  # fmt: skip
+    folders = set(re.findall(r"\(log (/\S+)/spark\.log\)", text))
+    assert len(how) == 1 and len(folders) == 1, (how, folders)
+    return ("started" if "serves its stages" in how[0] else "taken"), folders.pop()
+
+
+def _forked_runs_share_applications(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], shared: str
+) -> None:
+    from recon.appsocket import APP_INFO, LEASE, is_app_process
+    from recon.demo import airflow_local
+    from recon.demo.airflow_local import DagsTestServer
+
     unmigrated = DagsTestServer(env, after_migrate=True)
     assert unmigrated.configured()
     unmigrated.close()  # a failed migration: the demo closes it unannounced
@@ -282,11 +315,20 @@ def test_recon_demo_forks_its_dags_tests_from_one_airflow_interpreter(
         report = json.loads((tmp_path / "wh" / "audit" / n / _h(H0) / "report.json").read_text())
         assert report["verdict"] == "pass" and report["identity"]["balanced"]
     assert "audit exited 1 in the run's Spark application" in logs["fc"].read_text()
+    # two runs at once, an application each; the third took one freed, and stopped it
+    (how_a, app_a), (how_b, app_b), (how_c, app_c) = (_app_of(logs[n]) for n in logs)
+    assert (how_a, how_b, how_c) == ("started", "started", "taken") and app_a != app_b
+    assert app_c in (app_a, app_b)
+    left = app_b if app_c == app_a else app_a
+    info = {a: json.loads((Path(a) / APP_INFO).read_text()) for a in (app_a, app_b)}
+    assert not is_app_process(info[app_c]["pid"], info[app_c]["socket"])
+    assert is_app_process(info[left]["pid"], info[left]["socket"])
+    assert not list(Path(shared).glob(f"*/{LEASE}"))  # every run gave its application back
     assert server.proc.returncode == 0  # it ended when its input closed, its runs done
     # closed: the next run is its own `airflow` process (unreachable here: the error says so)
     with pytest.raises(Exception, match="nonexistent"):
         dags_test(env, "recon_fa", _h(H0), server=server)
     monkeypatch.setattr(airflow_local, "_airflow", real_airflow)
-    assert (
-        dags_test(env, "recon_fa", _h(H0), log=tmp_path / "again.log", server=server) == "success"
-    )
+    again = tmp_path / "again.log"
+    assert dags_test(env, "recon_fa", _h(H0), log=again, server=server) == "success"
+    assert _app_of(again) == ("taken", left)  # an `airflow` process of its own takes it too
