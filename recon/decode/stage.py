@@ -390,8 +390,19 @@ def _drop_seen_records(
         hashes = spark.read.parquet(*[str(layout.offset_hashes(h)) for h in with_hashes])
         same = seen.join(hashes.select(*keys), keys, "left_semi").select(*keys)
         dup = dup.unionByName(same)
+    dup, cross_dups, resets = _mark_seen(spark, seen.select(*keys).distinct(), dup, skip)
+    return distinct.join(dup, keys, "left_anti"), cross_dups, resets, seen
+
+
+def _mark_seen(
+    spark: SparkSession, seen: DataFrame, dup: DataFrame, skip: Path
+) -> tuple[DataFrame, dict[PartitionKey, int], dict[PartitionKey, int]]:
+    """`seen` (records at offsets earlier hours read) written to `skip`, those in `dup` (read
+    by them: same content) marked `SKIPPED`; returns the duplicates' keys, read back, and the
+    duplicates and resets per partition."""
+    keys = list(dup.columns)
     dup = dup.distinct().withColumn(SKIPPED, F.lit(True))
-    marked = seen.select(*keys).distinct().join(dup, keys, "left")  # SKIPPED null: a reset
+    marked = seen.join(dup, keys, "left")  # SKIPPED null: a reset
     with job_named(spark, "decode: records earlier hours read, for the decoders to skip"):
         marked.write.parquet(str(skip))
     # read back (a few files): the counts and the fresh records do not join the hashes again
@@ -408,8 +419,7 @@ def _drop_seen_records(
         counts[(r["topic"], r["partition"])] = {"dups": int(r["dups"]), "resets": int(r["resets"])}
     cross_dups = {k: v["dups"] for k, v in counts.items() if v["dups"]}
     resets = {k: v["resets"] for k, v in counts.items() if v["resets"]}
-    dup = marked.where(F.col(SKIPPED)).select(*keys)
-    return distinct.join(dup, keys, "left_anti"), cross_dups, resets, seen
+    return marked.where(F.col(SKIPPED)).select(*keys), cross_dups, resets
 
 
 def _carried_records(spark: SparkSession, carry_dir: Path) -> DataFrame:
