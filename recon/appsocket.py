@@ -190,9 +190,29 @@ def is_app_process(pid: int, sock_path: str) -> bool:
     return sock_path.encode() in cmdline
 
 
+def stop_process(pid: int, sock: str, timeout_s: float | None = 60.0) -> None:
+    """Ask the application to stop (it exits on its own once it answered); kill its process
+    group when it does not answer in `timeout_s` (a stage still running in it: its task was
+    killed)."""
+    try:
+        if request(sock, {"stop": True}, poll_s=0.2, timeout_s=timeout_s) == 0:
+            return
+    except Exception:  # no answer: killed below
+        pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not is_app_process(pid, sock):
+            break
+        with contextlib.suppress(OSError):
+            os.killpg(pid, sig)
+        for _ in range(50):
+            if not is_app_process(pid, sock):
+                break
+            time.sleep(0.2)
+
+
 def stop_shared_apps(folder: str, timeout_s: float = 60.0) -> int:
-    """Stop the shared applications under `folder` (`recon.airflow.spark_app.shared_folder`):
-    asked, then their process group killed if they do not answer. How many were serving."""
+    """Stop the shared applications under `folder` (`recon.airflow.spark_app.shared_folder`)
+    (`stop_process`). How many were serving."""
     stopped = 0
     for info_path in sorted(Path(folder).glob(f"*/{APP_INFO}")):
         try:
@@ -200,12 +220,7 @@ def stop_shared_apps(folder: str, timeout_s: float = 60.0) -> int:
             pid, sock = int(info["pid"]), str(info["socket"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if not is_app_process(pid, sock):
-            continue
-        stopped += 1
-        with contextlib.suppress(Exception):
-            if request(sock, {"stop": True}, poll_s=0.2, timeout_s=timeout_s) == 0:
-                continue
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+        if is_app_process(pid, sock):
+            stopped += 1
+            stop_process(pid, sock, timeout_s)
     return stopped

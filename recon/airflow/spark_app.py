@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -41,7 +40,7 @@ from recon.appsocket import (
     SHARED_VAR,
     is_app_process,
     reachable,
-    request,
+    stop_process,
     wait_ready,
 )
 
@@ -89,23 +88,8 @@ def shared_key(cmd: list[str], application: str, env: dict[str, str]) -> str:
 
 
 def stop_app(info: dict[str, Any], timeout_s: float | None = 60.0) -> None:
-    """Ask it to stop (it exits on its own once it answered); kill its process group when it
-    does not answer in `timeout_s` (a stage still running in it: its task was killed)."""
-    pid, sock = int(info["pid"]), str(info["socket"])
-    try:
-        if request(sock, {"stop": True}, poll_s=0.2, timeout_s=timeout_s) == 0:
-            return
-    except Exception:  # no answer: killed below
-        pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not is_app_process(pid, sock):
-            break
-        with contextlib.suppress(OSError):
-            os.killpg(pid, sig)
-        for _ in range(50):
-            if not is_app_process(pid, sock):
-                break
-            time.sleep(0.2)
+    """Ask it to stop, else kill it (`recon.appsocket.stop_process`)."""
+    stop_process(int(info["pid"]), str(info["socket"]), timeout_s)
 
 
 class SparkAppStart(SparkSubmitOperator):
