@@ -127,6 +127,44 @@ def test_a_small_hours_queries_run_without_code_generation(spark) -> None:
     assert spark.conf.get(CODEGEN_FACTORY_MODE) == "FALLBACK"
 
 
+def test_a_small_hours_query_with_shuffles_is_one_spark_job(spark) -> None:
+    """`sized_for`: a small hour's queries run without adaptive execution, so a query with two
+    shuffles is one Spark job (adaptive execution runs a job per stage), with the same rows;
+    a big hour keeps it; back after; a user who set it keeps their setting."""
+    from pyspark.sql import functions as F
+
+    from recon.spark.session import ADAPTIVE, sized_for
+
+    sc = spark.sparkContext
+
+    def jobs(group: str) -> tuple[int, list[tuple[int, int]]]:
+        """Spark jobs and rows of a query with two shuffles."""
+        sc.setJobGroup(group, group)
+        try:
+            by_k = spark.range(1000).groupBy((F.col("id") % 7).alias("k")).count()
+            rows = by_k.groupBy("count").agg(F.count("*").alias("n")).collect()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        return len(sc.statusTracker().getJobIdsForGroup(group)), sorted(tuple(r) for r in rows)
+
+    assert spark.conf.get(ADAPTIVE) == "true"
+    adaptive_jobs, rows = jobs("adaptive")
+    assert adaptive_jobs > 1 and rows == [(142, 1), (143, 6)]
+    with sized_for(spark, small=True):
+        assert spark.conf.get(ADAPTIVE) == "false"
+        assert jobs("small") == (1, rows)
+    assert spark.conf.get(ADAPTIVE) == "true"
+    with sized_for(spark, small=False):
+        assert jobs("big") == (adaptive_jobs, rows)
+    jconf = spark.sparkContext._jsc.sc().conf()
+    jconf.set(ADAPTIVE, "true")  # as if the user had set it
+    try:
+        with sized_for(spark, small=True):
+            assert spark.conf.get(ADAPTIVE) == "true"
+    finally:
+        jconf.remove(ADAPTIVE)
+
+
 def test_a_small_hour_shuffles_into_a_slice_per_core_unless_the_user_chose(spark) -> None:
     """Our default of 64 shuffle slices serves a big hour; a small hour's shuffles get one per
     core (a cached plan's exchange kept all 64: three jobs of 65 tasks for a snapshot of 11
