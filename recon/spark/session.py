@@ -127,7 +127,8 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
     beside the staging copy, took seven jobs. Measured on 2 cores, the demo's six pipelines'
     three hours one after the other in one process: 368 Spark jobs without it against 631,
     and 108.6 / 122.9 / 125.3 s against 125.0 / 126.9 / 127.7 s, alternating. A small hour's
-    shuffles have one slice per core (below), so there is none to merge.
+    shuffles have one slice per core (below), so there is none to merge; where the user set
+    more slices, adaptive execution stays on to merge the empty ones.
 
     A small hour's shuffles also get one slice per core, not our default's 64 (which serves a
     big hour): adaptive execution merges empty slices back, but not those of a cached plan's
@@ -137,11 +138,14 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
     user = spark.sparkContext.getConf()
     ours = set((user.get(DEFAULTED) or "").split(","))
     mine = {k: v for k, v in SMALL_HOUR_CONF.items() if small and not user.contains(k)}
-    if small and (not user.contains(SHUFFLE_PARTITIONS) or SHUFFLE_PARTITIONS in ours):
-        now = int(conf.get(SHUFFLE_PARTITIONS) or 200)
-        cores = max(1, spark.sparkContext.defaultParallelism)
-        if cores < now:
-            mine[SHUFFLE_PARTITIONS] = str(cores)
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    slices = int(conf.get(SHUFFLE_PARTITIONS) or 200)
+    ours_to_set = not user.contains(SHUFFLE_PARTITIONS) or SHUFFLE_PARTITIONS in ours
+    if small and ours_to_set and cores < slices:
+        slices = cores
+        mine[SHUFFLE_PARTITIONS] = str(cores)
+    if slices > cores:  # slices the user chose: adaptive execution merges the empty ones
+        mine.pop(ADAPTIVE, None)
     before: dict[str, str | None] = {k: conf.get(k, None) for k in mine}
     for k, v in mine.items():
         conf.set(k, v)

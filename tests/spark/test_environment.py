@@ -195,6 +195,8 @@ def test_a_small_hour_shuffles_into_a_slice_per_core_unless_the_user_chose(spark
     try:
         with sized_for(spark, small=True):
             assert spark.conf.get(SHUFFLE_PARTITIONS) == "64"
+            # the user's 64 slices: adaptive execution stays on to merge the empty ones
+            assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     finally:
         jconf.set(DEFAULTED, ours)
 
