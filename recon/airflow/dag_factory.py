@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from airflow.providers.standard.sensors.python import PythonSensor
-from airflow.sdk import DAG, Asset, Param, task
+from airflow.sdk import DAG, Asset, Param, get_parsing_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from recon.airflow.lineage import StageOperator, stage_datasets
@@ -342,8 +342,17 @@ def _broken(path: Path, message: str) -> DAG:
 
 def load_dags(namespace: dict[str, Any], folder: Path | None = None) -> None:
     """Put one DAG per pipeline YAML of `folder` (default `RECON_PIPELINES_DIR`, else the
-    project's `pipelines/`) into `namespace` (a DAG file's globals)."""
+    project's `pipelines/`) into `namespace` (a DAG file's globals).
+
+    A process that runs one DAG's task (or `airflow dags test`) parses this file with that
+    DAG's id in Airflow's parsing context: then only that pipeline's DAG is built, not every
+    pipeline's (Airflow's "optimizing DAG parsing delays during execution"). The DAG processor
+    parses without one and gets them all; an id no good pipeline has (a broken YAML's
+    stand-in) builds them all too."""
     good, errors = load_folder(folder or pipelines_dir())
+    wanted = get_parsing_context().dag_id
+    if wanted is not None and any(c.dag_id == wanted for c in good):
+        good, errors = [c for c in good if c.dag_id == wanted], {}
     try:
         spark_conf = submit_conf(
             os.environ.get("PYSPARK_PYTHON", sys.executable), small_jvm=SMALL_JVM_TEMPLATE

@@ -35,7 +35,11 @@ def _preload() -> None:
     import airflow.cli.commands.dag_command  # noqa: F401
     import airflow.dag_processing.dagbag  # noqa: F401
     import airflow.sdk.execution_time.supervisor  # noqa: F401
+    import alembic.runtime.environment  # noqa: F401 - each run checks the migrations
     from airflow.cli import cli_parser
+
+    import recon.airflow.dag_factory  # noqa: F401 - what the DAG file imports
+    import recon.ops.sizing  # noqa: F401 - what the stages' commands render with
 
     cli_parser.get_parser()
     try:

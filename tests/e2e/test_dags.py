@@ -164,3 +164,22 @@ def test_a_broken_yaml_breaks_only_its_own_dag(tmp_path: Path) -> None:
         shutil.copy(pipelines / f"broken_{name}.yaml", alone)
         (m,) = _bag(tmp_path, alone)["errors"].values()
         assert f"broken_{name}.yaml" in m and what in m and "Traceback" not in m
+
+
+def test_a_task_process_builds_only_its_own_dag(tmp_path: Path) -> None:
+    """A process that runs one DAG's task (or `airflow dags test`) parses the DAG file with that
+    DAG's id in Airflow's parsing context: it builds that DAG alone, not every pipeline's, and
+    another pipeline's broken YAML does not stop it. An id no good pipeline has (a broken
+    YAML's stand-in) builds them all, as the DAG processor does."""
+    pipelines = tmp_path / "pipelines"
+    shutil.copytree(ROOT / "pipelines", pipelines)
+    text = (pipelines / "demo_canal_pb.yaml").read_text()
+    (pipelines / "broken_one.yaml").write_text(text.replace("format: canal_pb", "format: avro"))
+    ctx = "_AIRFLOW_PARSING_CONTEXT_DAG_ID"
+    got = _bag(tmp_path, pipelines, **{ctx: "recon_demo_canal_pb"})
+    assert list(got["dags"]) == ["recon_demo_canal_pb"] and got["errors"] == {}
+    assert got["dags"]["recon_demo_canal_pb"]["tasks"]["decode"] == ["merge_publish"]
+    every = _bag(tmp_path, pipelines, **{ctx: "recon_broken_one"})
+    assert len(every["dags"]) == len(list((ROOT / "pipelines").glob("*.yaml")))
+    ((_, msg),) = every["errors"].items()
+    assert "broken_one" in msg and "Traceback" not in msg
