@@ -135,12 +135,11 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
     exchange (a snapshot's first hour ran three jobs of 65 tasks for 11 rows), nor the files a
     write of the hour's state splits into."""
     conf = spark.conf
-    user = spark.sparkContext.getConf()
-    ours = set((user.get(DEFAULTED) or "").split(","))
-    mine = {k: v for k, v in SMALL_HOUR_CONF.items() if small and not user.contains(k)}
-    cores = max(1, spark.sparkContext.defaultParallelism)
+    user, ours = _started_with(spark.sparkContext)
+    cores = max(1, spark.sparkContext.defaultParallelism)  # executors may join: asked each time
+    mine = {k: v for k, v in SMALL_HOUR_CONF.items() if small and k not in user}
     slices = int(conf.get(SHUFFLE_PARTITIONS) or 200)
-    ours_to_set = not user.contains(SHUFFLE_PARTITIONS) or SHUFFLE_PARTITIONS in ours
+    ours_to_set = SHUFFLE_PARTITIONS not in user or SHUFFLE_PARTITIONS in ours
     if small and ours_to_set and cores < slices:
         slices = cores
         mine[SHUFFLE_PARTITIONS] = str(cores)
@@ -157,6 +156,23 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
                 conf.unset(k)
             else:
                 conf.set(k, old)
+
+
+def _started_with(sc: SparkContext) -> tuple[frozenset[str], frozenset[str]]:
+    """Of the keys `sized_for` may set, those the application was started with, and which of
+    its properties are our defaults (`DEFAULTED`). Fixed for the application's life, so
+    asked once (kept on the context): `getConf()` copies every property over Py4J, ~140 calls,
+    at each stage's hour."""
+    got: tuple[frozenset[str], frozenset[str]] | None = getattr(sc, "_recon_started", None)
+    if got is None:
+        jconf = sc._jsc.sc().conf()
+        ours = jconf.get(DEFAULTED, "") if jconf.contains(DEFAULTED) else ""
+        got = (
+            frozenset(k for k in [*SMALL_HOUR_CONF, SHUFFLE_PARTITIONS] if jconf.contains(k)),
+            frozenset(ours.split(",")),
+        )
+        sc._recon_started = got  # type: ignore[attr-defined]
+    return got
 
 
 def arrow_ddl(schema: Any) -> str:

@@ -159,10 +159,43 @@ def test_a_small_hours_query_with_shuffles_is_one_spark_job(spark) -> None:
     jconf = spark.sparkContext._jsc.sc().conf()
     jconf.set(ADAPTIVE, "true")  # as if the user had set it
     try:
+        _forget_started_with(spark)
         with sized_for(spark, small=True):
             assert spark.conf.get(ADAPTIVE) == "true"
     finally:
         jconf.remove(ADAPTIVE)
+        _forget_started_with(spark)
+
+
+def _forget_started_with(spark) -> None:
+    """`sized_for` reads the application's start settings once (they are fixed for its life);
+    a test that changes them as if the application had started so must let it read them again."""
+    spark.sparkContext.__dict__.pop("_recon_started", None)
+
+
+def test_sized_for_reads_the_applications_settings_once(spark) -> None:
+    """Each stage's hour enters `sized_for`: it asked for the application's whole configuration
+    each time (`getConf()`: ~140 Py4J calls); what it needs of it is fixed for the
+    application's life, so it is read once."""
+    from recon.spark.session import sized_for
+
+    client = spark.sparkContext._gateway._gateway_client
+    calls = []
+    send = client.send_command
+
+    def counting(command, *args, **kwargs):
+        calls.append(command)
+        return send(command, *args, **kwargs)
+
+    with sized_for(spark, small=True):
+        pass
+    client.send_command = counting
+    try:
+        with sized_for(spark, small=True):
+            pass
+    finally:
+        del client.send_command
+    assert 0 < len(calls) < 50, len(calls)
 
 
 def test_a_small_hour_shuffles_into_a_slice_per_core_unless_the_user_chose(spark) -> None:
@@ -193,12 +226,14 @@ def test_a_small_hour_shuffles_into_a_slice_per_core_unless_the_user_chose(spark
     ours = jconf.get(DEFAULTED)
     jconf.set(DEFAULTED, ours.replace(SHUFFLE_PARTITIONS, "x"))  # as if the user had set it
     try:
+        _forget_started_with(spark)
         with sized_for(spark, small=True):
             assert spark.conf.get(SHUFFLE_PARTITIONS) == "64"
             # the user's 64 slices: adaptive execution stays on to merge the empty ones
             assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     finally:
         jconf.set(DEFAULTED, ours)
+        _forget_started_with(spark)
 
 
 def test_driver_jvms_map_the_class_archive_setup_built(tmp_path: Path) -> None:
