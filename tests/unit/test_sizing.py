@@ -225,3 +225,29 @@ def test_a_snapshot_still_to_load_makes_the_run_and_its_merge_big(tmp_path: Path
     assert not small_run(cfg, [H]) and not _small_merge(cfg, H)  # it loads it next
     man.write_text(json.dumps({"snapshot": {"loaded_in_hour": "x"}, "tables": started}))
     assert small_run(cfg, [H]) and _small_merge(cfg, H)  # a state from before per-table marks
+
+
+def test_a_small_runs_jvm_keeps_room_for_what_it_compiles() -> None:
+    """The quick compiler alone gets a 48 MB code cache; a shared application serving the
+    demo's pipelines filled most of it, and its sweeper threw methods out to compile them again.
+    A small run's JVM has the cache tiered compilation has, compiles a method after three times
+    the calls, and still stops at the quick compiler (this JDK takes the options as given)."""
+    import re
+    import subprocess
+
+    out = subprocess.run(
+        ["java", *SMALL_RUN_JVM_OPTIONS.split(), "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+
+    def flag(name: str) -> str:
+        m = re.search(rf"\b{name}\s+=\s+(\S+)", out)
+        assert m, name
+        return m.group(1)
+
+    assert int(flag("ReservedCodeCacheSize")) == 240 * 1024 * 1024
+    assert float(flag("CompileThresholdScaling")) == 3.0
+    assert flag("TieredStopAtLevel") == "1" and flag("UseSerialGC") == "true"
