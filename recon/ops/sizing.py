@@ -31,6 +31,8 @@ import gzip
 from datetime import datetime
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from recon.config import PipelineConfig
 from recon.layout import JSONL_DUMPS, PARQUET_DUMP, dump_bytes, dump_files
 from recon.merge.manifest import load_manifest, state_rows, unloaded_snapshot_bytes
@@ -71,8 +73,6 @@ def dump_records(cfg: PipelineConfig, hours: list[datetime], limit: int) -> int:
 
 def _records(path: Path, limit: int) -> int:
     if path.name.endswith(PARQUET_DUMP):
-        import pyarrow.parquet as pq  # here: a DAG's task renders this, JSON Lines need no Arrow
-
         try:
             return int(pq.read_metadata(path).num_rows)
         except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
