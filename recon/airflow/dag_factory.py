@@ -350,9 +350,10 @@ def load_dags(namespace: dict[str, Any], folder: Path | None = None) -> None:
     parses without one and gets them all; an id no good pipeline has (a broken YAML's
     stand-in) builds them all too."""
     good, errors = load_folder(folder or pipelines_dir())
-    wanted = get_parsing_context().dag_id
-    if wanted is not None and any(c.dag_id == wanted for c in good):
-        good, errors = [c for c in good if c.dag_id == wanted], {}
+    dag_id = get_parsing_context().dag_id
+    wanted = [c for c in good if c.dag_id == dag_id]
+    if wanted:
+        good, errors = wanted, {}
     try:
         spark_conf = submit_conf(
             os.environ.get("PYSPARK_PYTHON", sys.executable), small_jvm=SMALL_JVM_TEMPLATE

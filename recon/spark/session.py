@@ -135,16 +135,18 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
     exchange (a snapshot's first hour ran three jobs of 65 tasks for 11 rows), nor the files a
     write of the hour's state splits into."""
     conf = spark.conf
-    user, ours = _started_with(spark.sparkContext)
-    cores = max(1, spark.sparkContext.defaultParallelism)  # executors may join: asked each time
-    mine = {k: v for k, v in SMALL_HOUR_CONF.items() if small and k not in user}
-    slices = int(conf.get(SHUFFLE_PARTITIONS) or 200)
-    ours_to_set = SHUFFLE_PARTITIONS not in user or SHUFFLE_PARTITIONS in ours
-    if small and ours_to_set and cores < slices:
-        slices = cores
-        mine[SHUFFLE_PARTITIONS] = str(cores)
-    if slices > cores:  # slices the user chose: adaptive execution merges the empty ones
-        mine.pop(ADAPTIVE, None)
+    mine: dict[str, str] = {}
+    if small:  # a big hour runs with the application's settings: nothing to ask or set
+        user, ours = _started_with(spark.sparkContext)
+        cores = max(1, spark.sparkContext.defaultParallelism)  # executors may join: ask each time
+        mine = {k: v for k, v in SMALL_HOUR_CONF.items() if k not in user}
+        slices = int(conf.get(SHUFFLE_PARTITIONS) or 200)
+        ours_to_set = SHUFFLE_PARTITIONS not in user or SHUFFLE_PARTITIONS in ours
+        if ours_to_set and cores < slices:
+            slices = cores
+            mine[SHUFFLE_PARTITIONS] = str(cores)
+        if slices > cores:  # slices the user chose: adaptive execution merges the empty ones
+            mine.pop(ADAPTIVE, None)
     before: dict[str, str | None] = {k: conf.get(k, None) for k in mine}
     for k, v in mine.items():
         conf.set(k, v)
@@ -166,10 +168,9 @@ def _started_with(sc: SparkContext) -> tuple[frozenset[str], frozenset[str]]:
     got: tuple[frozenset[str], frozenset[str]] | None = getattr(sc, "_recon_started", None)
     if got is None:
         jconf = sc._jsc.sc().conf()
-        ours = jconf.get(DEFAULTED, "") if jconf.contains(DEFAULTED) else ""
         got = (
             frozenset(k for k in [*SMALL_HOUR_CONF, SHUFFLE_PARTITIONS] if jconf.contains(k)),
-            frozenset(ours.split(",")),
+            frozenset(jconf.get(DEFAULTED, "").split(",")),
         )
         sc._recon_started = got  # type: ignore[attr-defined]
     return got
