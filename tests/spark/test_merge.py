@@ -739,6 +739,35 @@ def _manifest_checksums(cfg: Any) -> dict[tuple[str, int], tuple[int, str]]:
     }
 
 
+def test_a_rows_key_text_and_checksum_term_are_what_earlier_states_hold(spark) -> None:
+    """A keyless table's state keys are `row_key` texts and every bucket checksum sums
+    `row_checksum` terms, both kept from hour to hour: the expressions may get faster, never
+    different. The values are those the states written since the terms were kept hold."""
+    from recon.merge.contributions import row_checksum, row_key
+
+    rows = [
+        ({"b": "2", "a": "1", "c": None},),  # names sorted; a NULL column left out
+        ({"Z": 'q"uo\\te', "a": "", "é": "ü", "B": "x"},),  # by code point; escaped
+        ({"n": None},),
+        ({},),
+        (None,),
+    ]
+    df = spark.createDataFrame(rows, "m map<string,string>")
+    got = [
+        (r["k"], r["h"])
+        for r in df.select(
+            row_key(F.col("m")).alias("k"), row_checksum(F.col("m")).alias("h")
+        ).collect()
+    ]
+    assert got == [
+        ('[["a","1"],["b","2"]]', 4777570110872077126),
+        ('[["B","x"],["Z","q\\"uo\\\\te"],["a",""],["é","ü"]]', -4714250776616762302),
+        ("[]", -243856227592294829),
+        ("[]", -243856227592294829),
+        (None, 42),
+    ]
+
+
 def test_bucket_checksums_kept_with_the_rows_equal_the_rows_own(spark, tmp_path: Path) -> None:
     """Each state row carries its checksum term, computed when it enters: the manifest's
     bucket checksums still equal the sum over the live rows themselves after updates, deletes,
