@@ -77,6 +77,63 @@ def test_tencent_nil_is_null_na_is_absent_and_charsets_decode() -> None:
     }
 
 
+def test_tencent_event_types_are_those_of_the_columns_each_row_holds() -> None:
+    """Rows holding every declared column share their table's types; a row leaving a column
+    out (NA, or a short row), or a column of no declared type (typed by its value's
+    `dataType`), has types of its own: the columns its images hold, the new image's last."""
+    cols = [
+        pb.Column(name="id", originalType="int(11)", isKey=True),
+        pb.Column(name="v", originalType="varchar(5)"),
+        pb.Column(name="x", originalType=""),  # no declared type
+        pb.Column(name="w", originalType="bigint"),
+    ]
+    i32, s = pb.Data(dataType=pb.INT32, sv="1"), pb.Data(dataType=pb.STRING, bv=b"a")
+    f64, i64 = pb.Data(dataType=pb.FLOAT64, sv="1.5"), pb.Data(dataType=pb.INT64, sv="9")
+    na = pb.Data(dataType=pb.NA)
+    rows = {  # op, old columns, new columns
+        "whole": (pb.UPDATE, [i32, s, f64, i64], [i32, s, i64, i64]),
+        "na_old": (pb.UPDATE, [i32, na, f64, na], [i32, s, f64, i64]),
+        "na_both": (pb.UPDATE, [i32, na, f64, i64], [i32, na, na, i64]),
+        "short": (pb.INSERT, [], [i32, s]),
+        "delete": (pb.DELETE, [i32, s, i64, na], []),
+    }
+    entries = [
+        pb.Entry(
+            header=pb.Header(messageType=pb.DML, schemaName="s", tableName="t", seqId=n + 1),
+            event=pb.Event(
+                dmlEvent=pb.DMLEvent(
+                    dmlEventType=op,
+                    columns=cols,
+                    rows=[pb.RowChange(oldColumns=old, newColumns=new)],
+                )
+            ),
+        )
+        for n, (op, old, new) in enumerate(rows.values())
+    ]
+    whole = {"id": "int32", "v": "string", "w": "int64"}
+    evs = _run([_tencent(entries)], "tencent_dts_pb")["events"]
+    assert [dict(e["types"]) for e in evs] == [
+        {**whole, "x": "int64"},  # the new image's value types an undeclared column
+        {**whole, "x": "float64"},
+        {"id": "int32", "x": "float64", "w": "int64"},  # `v` in neither image
+        {"id": "int32", "v": "string"},
+        {"id": "int32", "v": "string", "x": "int64"},
+    ]
+    declared = [pb.Column(name="id", originalType="int", isKey=True), cols[1]]
+    both = [
+        pb.Entry(
+            header=pb.Header(messageType=pb.DML, schemaName="s", tableName="t", seqId=n),
+            event=pb.Event(
+                dmlEvent=pb.DMLEvent(columns=declared, rows=[pb.RowChange(newColumns=[i32, s])])
+            ),
+        )
+        for n in (1, 2)
+    ]
+    evs = _run([_tencent(both)], "tencent_dts_pb")["events"]
+    assert [dict(e["types"]) for e in evs] == [{"id": "int32", "v": "string"}] * 2
+    assert [e["pk"] for e in evs] == [["id"], ["id"]]
+
+
 def test_tencent_transaction_is_emitted_at_commit_and_carried_when_open() -> None:
     def h(mt: int, seq: int) -> pb.Header:
         return pb.Header(messageType=mt, schemaName="s", tableName="t", seqId=seq, gtid="u:1")
