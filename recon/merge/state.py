@@ -76,14 +76,18 @@ def fold(old: DataFrame, contrib: DataFrame, ms_tables: list[str]) -> DataFrame:
 
     One shuffle, by (table, bucket): it also clusters by key for the fold, and it leaves each
     bucket in one task, so the state is written one file per bucket without shuffling the
-    new state again."""
+    new state again. The winner's (table, bucket, key) are the group's own columns, not read
+    back out of the winning struct: Spark then knows the rows come out sorted by them, and
+    writes a folder per bucket without sorting the new state again (it did)."""
     is_ms = is_multiset(ms_tables)
     allc = old.unionByName(contrib.select(*STATE_COLS)).repartition("table", "bucket")
+    keys = ("table", "bucket", "key")
+    rest = [c for c in STATE_COLS if c not in keys]
     pk_state = (
         allc.where(~is_ms)
-        .groupBy("table", "bucket", "key")
-        .agg(F.max_by(F.struct(*STATE_COLS), F.struct("order_key", "sign")).alias("w"))
-        .select("w.*")
+        .groupBy(*keys)
+        .agg(F.max_by(F.struct(*rest), F.struct("order_key", "sign")).alias("w"))
+        .select(*keys, *[F.col("w")[c].alias(c) for c in rest])
     )
     ms_state = allc.where(is_ms).dropDuplicates(["table", "bucket", "key", "ident", "sign"])
     # a row that enters the state (or was read without its checksum term) gets it here: once

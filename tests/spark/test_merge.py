@@ -707,6 +707,35 @@ def test_each_bucket_is_written_as_one_file_without_shuffling_the_new_state_agai
     assert len(list(export_rows(cfg, "s.b"))) == 40 and len(list(export_rows(cfg, "s.a"))) == 40
 
 
+def test_the_new_state_is_written_a_folder_per_bucket_without_sorting_it_again(
+    spark, tmp_path: Path
+) -> None:
+    """The fold's aggregate comes out sorted by (table, bucket, key), which is what writing a
+    folder per bucket needs: Spark's plan of the state's write has no sort of its own between
+    the aggregate and the files (it sorted the whole new state again when the fold read its
+    table and bucket back out of the winning row)."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    events = [event(i, "s.a", "insert", None, {"id": i % 25, "v": str(i)}, T) for i in range(60)]
+    write_hour(cfg, hour(0), events)
+    store = spark._jsparkSession.sharedState().statusStore()
+    seen = store.executionsList().size()
+    merge_hour(spark, cfg, hour(0), buckets=4)
+    ex = store.executionsList()
+    plans = [
+        ex.apply(i).physicalPlanDescription()
+        for i in range(seen, ex.size())
+        if "the touched buckets' new state" in ex.apply(i).description()
+    ]
+    assert plans, "no execution named for the state's write"
+    for plan in plans:
+        tree = plan.split("== Final Plan ==")[-1].split("== Initial Plan ==")[0]
+        nodes = [ln.strip(" +-:*|") for ln in tree.splitlines() if "(" in ln]
+        write = next(i for i, n in enumerate(nodes) if n.startswith("WriteFiles"))
+        agg = next(i for i, n in enumerate(nodes) if n.startswith("SortAggregate"))
+        assert not [n for n in nodes[write:agg] if n.startswith("Sort ")], tree
+    assert len(list(export_rows(cfg, "s.a"))) == 25
+
+
 def _bucket_checksums(spark: Any, cfg: Any) -> dict[tuple[str, int], tuple[int, str]]:
     """(live rows, checksum) per state bucket, from the rows themselves: the sum of
     xxhash64(row_key(row)) over the live rows, as the manifest defines it."""
