@@ -717,14 +717,15 @@ def test_the_new_state_is_written_a_folder_per_bucket_without_sorting_it_again(
     cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
     events = [event(i, "s.a", "insert", None, {"id": i % 25, "v": str(i)}, T) for i in range(60)]
     write_hour(cfg, hour(0), events)
-    store = spark._jsparkSession.sharedState().statusStore()
-    seen = store.executionsList().size()
     merge_hour(spark, cfg, hour(0), buckets=4)
-    ex = store.executionsList()
+    # the store keeps the newest executions (a bounded list: count none by position); this
+    # merge's write is the one into this test's folder
+    ex = spark._jsparkSession.sharedState().statusStore().executionsList()
     plans = [
-        ex.apply(i).physicalPlanDescription()
-        for i in range(seen, ex.size())
+        plan
+        for i in range(ex.size())
         if "the touched buckets' new state" in ex.apply(i).description()
+        and str(tmp_path) in (plan := ex.apply(i).physicalPlanDescription())
     ]
     assert plans, "no execution named for the state's write"
     for plan in plans:
