@@ -97,7 +97,7 @@ def _value(d: pb.Data, dt: int, logical: str) -> str | None:
 
 def _image(
     datas: Any, names: list[str], logical: list[str], key: str
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[dict[str, str | None], bool]:
     """One row image (`oldColumns` or `newColumns`): column name -> canonical text, and whether
     its columns' types are the event's declared ones (every column there, none `unknown`: most
     rows), so the row can share its table's types (`_fill_types` otherwise)."""
