@@ -9,9 +9,11 @@ counters. No record is dropped without a counter or a quarantine row.
 
 from __future__ import annotations
 
+import gc
 import operator
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from itertools import accumulate, chain
 from typing import Any
 
@@ -248,6 +250,30 @@ def decode_stream(
     return decode_raw(chain.from_iterable(map(records_of, batches)), fmt, ctx)
 
 
+_GC_YOUNG = 50_000
+"""Allocations between collections of the youngest generation while decoding (Python's
+default: 700)."""
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Python's cyclic garbage collector runs less often while a stream is decoded. A decoder
+    allocates a few containers per record, and the events it keeps until a flush (up to
+    `_FLUSH_ROWS`) survive into older generations that each collection scans again: ~8% of a
+    DataWorks decode task's time at the default thresholds (measured with `gc.callbacks`,
+    250k records), ~3% with this one. Memory stays bounded: a record's objects are freed by
+    reference counting as before; only cycles wait longer. The objects alive before decoding
+    (modules, classes) are frozen out of the scans. Both are undone at the end."""
+    young, *older = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(young, _GC_YOUNG), *older)
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, *older)
+        gc.unfreeze()
+
+
 def decode_raw(
     records: Iterable[RawRecord], fmt: str, ctx: DecodeContext
 ) -> Iterator[pa.RecordBatch]:
@@ -255,12 +281,13 @@ def decode_raw(
     `OUTPUT_SCHEMA` (events, quarantine, carry, then the counters)."""
     driver = _StreamDriver(fmt, ctx)
     sink = driver.sink
-    for rec in records:
-        driver.feed(rec)
-        if len(sink.events) + len(sink.quarantine) >= _FLUSH_ROWS:
-            yield from driver.drain()
-    driver.finish()
-    yield from driver.drain()
+    with _fewer_collections():
+        for rec in records:
+            driver.feed(rec)
+            if len(sink.events) + len(sink.quarantine) >= _FLUSH_ROWS:
+                yield from driver.drain()
+        driver.finish()
+        yield from driver.drain()
     stats = driver.stat_rows()
     if stats:
         yield pa.RecordBatch.from_pylist(stats, schema=OUTPUT_SCHEMA)

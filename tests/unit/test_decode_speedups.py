@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recon.core.model import RawRecord
-from recon.decode.base import PerObject, SharedMemberJson
+from recon.decode.base import DecodeContext, PerObject, SharedMemberJson
 from recon.decode.stream import _flat_nested_array, _nested_array, decode_records
 
 # JSON values orjson reads exactly: integers within 64 bits (orjson makes a longer one a float)
@@ -127,3 +127,82 @@ def test_map_and_list_columns_of_shared_objects_equal_the_row_by_row_column(
     as_lists = {id(v): None if v is None else list(v) for v in values}  # shared stays shared
     lists = [as_lists[id(v)] for v in values]
     assert _nested_array(lists, _LIST).equals(_flat_nested_array(lists, _LIST))
+
+
+def _dataworks(seq: int, op: str, before: Any, after: Any, schema: dict[str, Any]) -> bytes:
+    image = lambda cols: None if cols is None else {"dataColumn": cols}  # noqa: E731
+    payload = {"op": op, "sequenceId": str(seq), "before": image(before), "after": image(after)}
+    return orjson.dumps({"schema": schema, "payload": payload})
+
+
+def test_dataworks_messages_sharing_a_schema_decode_as_each_read_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The DataWorks decoder reads each distinct `schema` once and derives its column types
+    and key once per shared object: the events equal those of reading every message with
+    `orjson.loads`, also where one message adds a column its schema does not declare (the
+    shared types must not take it), where a schema names no key (the configured key), and
+    where a value does not fit 64 bits (exact now: orjson made it a float)."""
+    from recon.decode.formats.dataworks_json import DataworksJsonDecoder
+
+    cols = [{"name": "id", "type": "LONG"}, {"name": "v", "type": "STRING"}]
+    keyed = {"dataColumn": cols, "primaryKey": ["id"], "source": {"dbName": "d", "tableName": "t"}}
+    keyless = {"dataColumn": cols, "source": {"dbName": "d", "tableName": "u"}}
+    values = [
+        _dataworks(1, "INSERT", None, {"id": 1, "v": "a"}, keyed),
+        _dataworks(2, "INSERT", None, {"id": 2, "v": "b", "extra": 7}, keyed),  # undeclared
+        _dataworks(3, "UPDATE_BEFOR", {"id": 1, "v": "a"}, None, keyed),
+        _dataworks(3, "UPDATE_AFTER", None, {"id": 1, "v": "c"}, keyed),
+        _dataworks(4, "INSERT", None, {"id": 3, "v": None}, keyed),  # after the extra: shared
+        _dataworks(5, "INSERT", None, {"id": 9, "v": "k"}, keyless),  # the configured key
+        _dataworks(6, "DELETE", {"id": 2, "v": "b"}, None, keyed),
+        b'{"schema": {"dataColumn": 5}, "payload": {"op": "INSERT"}}',  # a bad schema
+    ]
+    records = [RawRecord("t", 0, i, None, v) for i, v in enumerate(values)]
+    ctx = DecodeContext(primary_keys={"d.u": ["id"]})
+    shared = decode_records(records, "dataworks_json", ctx)
+    big = values[0].replace(b'"id":1,', b'"id":' + b"9" * 30 + b",")
+    exact = decode_records([RawRecord("t", 0, 0, None, big)], "dataworks_json", ctx)
+    assert dict(exact["after"][0].as_py())["id"] == "9" * 30
+    monkeypatch.setattr(DataworksJsonDecoder, "parse", lambda self, v: orjson.loads(v))
+    alone = decode_records(records, "dataworks_json", ctx)
+    assert shared.equals(alone)
+    events = shared.filter(pa.compute.equal(shared["kind"], "event")).to_pylist()
+    assert [dict(e["types"]) for e in events][:2] == [
+        {"id": "int64", "v": "string"},
+        {"id": "int64", "v": "string", "extra": "int64"},
+    ]
+    assert dict(events[3]["types"]) == {"id": "int64", "v": "string"}
+    assert [e["pk"] for e in events] == [["id"]] * len(events)
+    assert shared.filter(pa.compute.equal(shared["kind"], "quarantine")).num_rows == 1
+
+
+def test_decoding_collects_garbage_less_often_and_restores_the_collector() -> None:
+    """While a stream decodes, the youngest generation is collected after 50k allocations
+    instead of 700 (the kept events made each collection scan them again), and the objects
+    alive before are frozen out of the scans; after the stream, or when its reader stops
+    early, the collector is as it was."""
+    import gc
+
+    from recon.decode.stream import _FLUSH_ROWS, decode_raw
+
+    before = gc.get_threshold()
+    seen: list[tuple[tuple[int, ...], int]] = []
+    insert = _dataworks(1, "INSERT", None, {"id": 1}, {"primaryKey": ["id"]})
+
+    def records(n: int) -> Any:
+        for i in range(n):
+            if i < 2:  # the freeze count walks every frozen object: sampled, not per record
+                seen.append((gc.get_threshold(), gc.get_freeze_count()))
+            yield RawRecord("t", 0, i, None, insert)
+
+    out = list(decode_raw(records(3), "dataworks_json", DecodeContext()))
+    assert out and len(seen) == 2
+    assert all(t[0] >= 50_000 and t[1:] == before[1:] and frozen > 0 for t, frozen in seen)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+    stream = decode_raw(records(_FLUSH_ROWS + 1), "dataworks_json", DecodeContext())
+    assert next(stream).num_rows == _FLUSH_ROWS  # the first flush: the reader stops there
+    assert gc.get_threshold()[0] >= 50_000
+    stream.close()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -18,7 +18,7 @@ import orjson
 from recon.core.model import Event, RawRecord, i64
 from recon.core.order import decimal_text_number, kafka_tail, u128
 from recon.core.values import number_text, timestamp_utc
-from recon.decode.base import DecodeContext, JsonStreamDecoder, Sink
+from recon.decode.base import DecodeContext, JsonStreamDecoder, PerObject, SharedMemberJson, Sink
 from recon.decode.stats import Stat, non_dml
 from recon.errors import DecodeError
 
@@ -52,6 +52,18 @@ def _column_types(columns_json: bytes) -> dict[str, str]:
         for c in orjson.loads(columns_json)
         if isinstance(c, dict) and "name" in c
     }
+
+
+def _schema_columns(schema: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """(column -> logical type, primary key) of a message's `schema` (a shared object)."""
+    return _column_types(orjson.dumps(schema.get("dataColumn") or [])), list(
+        schema.get("primaryKey") or []
+    )
+
+
+_SCHEMA_COLUMNS = PerObject(_schema_columns)
+_PARSE = SharedMemberJson("schema")
+_NO_SCHEMA: dict[str, Any] = {}
 
 
 def _value(v: object, logical: str) -> str | None:
@@ -102,6 +114,9 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             return "no `payload` object"
         return None
 
+    def parse(self, value: bytes) -> Any:
+        return _PARSE(value)
+
     def handle(self, rec: RawRecord, msg: dict[str, Any]) -> None:
         payload = msg["payload"]
         op = str(payload.get("op") or "")
@@ -111,7 +126,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         if op in _CONTROL_OPS:
             self.sink.count(rec, non_dml(op))
             return
-        schema = msg.get("schema") or {}
+        schema = msg.get("schema") or _NO_SCHEMA
         source = schema.get("source") or {}
         db = str(source.get("dbName") or source.get("schemaName") or "")
         tbl = str(source.get("tableName") or "")
@@ -156,10 +171,9 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         """The row change with both images typed (its op is settled by `_apply`)."""
         # the cached dict is shared by every message of the table; copied only when an image
         # adds columns the schema does not declare (a copy per message was ~4% of the decode)
-        types = _column_types(orjson.dumps(schema.get("dataColumn") or []))
-        pk = list(schema.get("primaryKey") or []) or list(
-            self.ctx.primary_keys.get(f"{db}.{tbl}", [])
-        )
+        types, pk = _SCHEMA_COLUMNS(schema)
+        if not pk:
+            pk = list(self.ctx.primary_keys.get(f"{db}.{tbl}", []))
         cols_b, cols_a = _image_columns(payload, "before"), _image_columns(payload, "after")
         for cols in (cols_b, cols_a):
             if cols is not None and not types.keys() >= cols.keys():
