@@ -61,7 +61,16 @@ def _schema_columns(schema: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     )
 
 
+def _source(schema: dict[str, Any]) -> tuple[str, str]:
+    """(database, table) of a message's `schema` (a shared object)."""
+    source = schema.get("source") or {}
+    return str(source.get("dbName") or source.get("schemaName") or ""), str(
+        source.get("tableName") or ""
+    )
+
+
 _SCHEMA_COLUMNS = PerObject(_schema_columns)
+_SOURCE = PerObject(_source)
 _PARSE = SharedMemberJson("schema")
 _NO_SCHEMA: dict[str, Any] = {}
 
@@ -127,36 +136,40 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             self.sink.count(rec, non_dml(op))
             return
         schema = msg.get("schema") or _NO_SCHEMA
-        source = schema.get("source") or {}
-        db = str(source.get("dbName") or source.get("schemaName") or "")
-        tbl = str(source.get("tableName") or "")
+        db, tbl = _SOURCE(schema)
         seq_text = payload.get("sequenceId")
         seq = decimal_text_number(seq_text)
         if seq is None:
             self.sink.count(rec, Stat.SEQUENCE_ID_NOT_NUMERIC)
             seq = 0
-        ts = payload.get("timestamp") or {}
+        ts = payload.get("timestamp")
         event_time = ts.get("eventTime") if isinstance(ts, dict) else None
-        common: dict[str, Any] = dict(
-            seq=None if seq_text is None else str(seq_text),
-            event_time_ms=i64(event_time, "eventTime") if isinstance(event_time, int) else None,
-            topic=rec.topic,
-            partition=rec.partition,
-            offset=rec.offset,
-        )
+        event_time_ms = i64(event_time, "eventTime") if isinstance(event_time, int) else None
+        seq_str = None if seq_text is None else str(seq_text)
         tail = kafka_tail(rec.partition, rec.offset)
         if op in _DDL_OPS:
             ddl = payload.get("ddl") or {}
             text = str(ddl.get("text") or "") if isinstance(ddl, dict) else ""
-            key = u128(seq) + b"\x01" + tail
             self.sink.events.append(
-                Event(db=db, tbl=tbl, op="ddl", ddl=text, order_key=key, **common)
+                Event(
+                    db=db,
+                    tbl=tbl,
+                    op="ddl",
+                    ddl=text,
+                    order_key=u128(seq) + b"\x01" + tail,
+                    seq=seq_str,
+                    event_time_ms=event_time_ms,
+                    topic=rec.topic,
+                    partition=rec.partition,
+                    offset=rec.offset,
+                )  # fmt: skip
             )
             return
         if op not in ("INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"):
             raise DecodeError(f"unknown op {op!r}")
         flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
-        ev = self._row_event(schema, payload, db, tbl, u128(seq) + flag + tail, common)
+        ev = self._row_event(schema, payload, db, tbl, u128(seq) + flag + tail, rec)
+        ev.seq, ev.event_time_ms = seq_str, event_time_ms
         self._apply(rec, op, ev, f"{db}.{tbl}:{seq_text}")
 
     def _row_event(
@@ -166,7 +179,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         db: str,
         tbl: str,
         order_key: bytes,
-        common: dict[str, Any],
+        rec: RawRecord,
     ) -> Event:
         """The row change with both images typed (its op is settled by `_apply`)."""
         # the cached dict is shared by every message of the table; copied only when an image
@@ -190,7 +203,9 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             after=_typed(cols_a, types),
             types=types,
             order_key=order_key,
-            **common,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
         )
 
     def _apply(self, rec: RawRecord, op: str, ev: Event, pair_key: str) -> None:
