@@ -43,7 +43,13 @@ from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
-from recon.decode.summary import SHAPE_FIELDS, DecodedShapes, EventShape, shape_columns
+from recon.decode.summary import (
+    SHAPE_FIELDS,
+    DecodedShapes,
+    EventShape,
+    shape_keys,
+    with_shape_texts,
+)
 from recon.decode.task_files import FILE_ROWS_DDL, commit_task_files, write_task_files
 from recon.faults import checkpoint
 from recon.layout import (
@@ -586,11 +592,12 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
         .alias("name"),
         F.when(is_event, F.col("db")).alias("db"),
         F.when(is_event, F.col("tbl")).alias("tbl"),
-        *shape_columns(among=is_event),
+        *shape_keys(among=is_event),
     ).agg(
         F.sum(F.when(is_stat, F.col("n")).otherwise(F.lit(1))).alias("n"),
         F.max(is_ddl.cast("int")).alias("ddl_seen"),
     )
+    counted = with_shape_texts(counted)
     has_ddl = False
     for r in counted.collect():
         n = int(r["n"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 SHAPE_FIELDS = ("ddl", "at", "cols", "types", "pk", "defaults")
@@ -21,21 +21,46 @@ SHAPE_FIELDS = ("ddl", "at", "cols", "types", "pk", "defaults")
 DDL statement's order key, which sorts as the key does)."""
 
 
-def shape_columns(among: Column | None = None) -> list[Column]:
-    """The `SHAPE_FIELDS` of each event row (null for rows outside `among`)."""
+_KEY = "_shape_"
+"""The prefix of the grouping form of each `SHAPE_FIELDS` column (`shape_keys`)."""
+
+
+def shape_keys(among: Column | None = None) -> list[Column]:
+    """What tells an event's shape apart, in a form to group by: the image's column names and
+    the key as arrays, the types and defaults as their maps' entries (Spark cannot group by a
+    map), a DDL's statement and order key (null for rows outside `among`). `shape_texts` turns
+    an aggregate's groups into the `SHAPE_FIELDS` texts: Spark's JSON is then written once per
+    group, not once per event for each of four parts (the decode's count of a 500k-event hour:
+    1.72 -> 0.96 s in a fresh JVM, the same texts)."""
     is_ddl = F.col("op") == "ddl"
     not_ddl = F.col("op") != "ddl"
     if among is not None:
         is_ddl, not_ddl = among & is_ddl, among & not_ddl
     parts = {
         "ddl": (is_ddl, F.col("ddl")),
-        "at": (is_ddl, F.hex("order_key")),
-        "cols": (not_ddl, F.to_json(F.map_keys(F.coalesce("after", "before")))),
-        "types": (not_ddl, F.to_json("types")),
-        "pk": (not_ddl, F.to_json("pk")),
-        "defaults": (not_ddl, F.to_json("defaults")),
+        "at": (is_ddl, F.col("order_key")),
+        "cols": (not_ddl, F.map_keys(F.coalesce("after", "before"))),
+        "types": (not_ddl, F.map_entries("types")),
+        "pk": (not_ddl, F.col("pk")),
+        "defaults": (not_ddl, F.map_entries("defaults")),
     }
-    return [F.when(cond, value).alias(name) for name, (cond, value) in parts.items()]
+    return [F.when(cond, value).alias(_KEY + name) for name, (cond, value) in parts.items()]
+
+
+def with_shape_texts(groups: DataFrame) -> DataFrame:
+    """An aggregate grouped by `shape_keys`, with the `SHAPE_FIELDS` texts in their place (each
+    part as Spark's JSON of it, as the decode counted it per event before; `at`: the hex of a
+    DDL's order key)."""
+    texts = {
+        "ddl": F.col(_KEY + "ddl"),
+        "at": F.hex(_KEY + "at"),
+        "cols": F.to_json(_KEY + "cols"),
+        "types": F.to_json(F.map_from_entries(_KEY + "types")),
+        "pk": F.to_json(_KEY + "pk"),
+        "defaults": F.to_json(F.map_from_entries(_KEY + "defaults")),
+    }
+    kept = [c for c in groups.columns if not c.startswith(_KEY)]
+    return groups.select(*kept, *[texts[f].alias(f) for f in SHAPE_FIELDS])
 
 
 class EventShape(TypedDict):

@@ -19,7 +19,7 @@ from recon.core.ddl import apply_alter_table
 from recon.core.schema import TableSchema, canonical_default
 from recon.core.sqlddl import TableDef
 from recon.core.values import mysql_logical_type
-from recon.decode.summary import SHAPE_FIELDS, EventShape, shape_columns
+from recon.decode.summary import SHAPE_FIELDS, EventShape, shape_keys, with_shape_texts
 from recon.layout import hour_text
 from recon.merge.contributions import route_table
 from recon.merge.manifest import Manifest
@@ -54,7 +54,8 @@ def summarize_hour(events: DataFrame) -> HourSummary:
     """The hour's counts, DDL rows and image shapes in one job (they were three passes over
     the events): the groups are few (tables x ops x shapes, one per DDL statement). For an hour
     whose decode counted them (`summary_of_shapes`), the merge need not run it."""
-    rows = events.groupBy("table", "op", *shape_columns()).agg(F.count("*").alias("n")).collect()
+    groups = events.groupBy("table", "op", *shape_keys()).agg(F.count("*").alias("n"))
+    rows = with_shape_texts(groups).collect()
     out = HourSummary()
     for r in rows:
         out.add(r["table"], r["op"], int(r["n"]), *(r[f] for f in SHAPE_FIELDS))

@@ -187,3 +187,47 @@ def test_bucket_stats_count_what_publish_would_write_as_null_and_duplicate_keys(
         ("a", 1): (2, 3, {"n": 1}, 1),
         ("b", 0): (2, 2, {"n": 2}, 0),  # two copies of a row, both published
     }
+
+
+def test_shape_texts_written_per_group_are_the_texts_written_per_event(spark) -> None:
+    """The shapes are grouped by their parts' values (arrays, map entries) and written as JSON
+    once per group: the texts equal Spark's JSON of each event's parts, which the decodes
+    before this change kept with their counters (names with quotes, backslashes and
+    non-ASCII, NULL values and images, empty maps, a DDL row, rows outside `among`)."""
+    from pyspark.sql import functions as F
+
+    from recon.decode.summary import SHAPE_FIELDS, shape_keys, with_shape_texts
+
+    ddl = (
+        "kind string, op string, ddl string, order_key binary, before map<string,string>, "
+        "after map<string,string>, types map<string,string>, pk array<string>, "
+        "defaults map<string,string>"
+    )
+    odd = 'a"b\\c é\n'
+    rows = [
+        ("event", "insert", None, b"\x01", None, {"id": "1", odd: None}, {"id": "int64", odd: "string"}, ["id"], None),
+        ("event", "insert", None, b"\x02", None, {"id": "2", odd: "x"}, {"id": "int64", odd: "string"}, ["id"], None),
+        ("event", "update", None, b"\x03", {"id": "1"}, {"id": "1"}, {"id": "int64"}, [], {}),
+        ("event", "delete", None, b"\x04", {"v": None, "id": "3"}, None, {"v": "string", "id": "int64"}, None, {"v": None, "id": "0"}),
+        ("event", "ddl", "ALTER TABLE t ADD c INT", b"\x00\xff", None, None, {}, None, None),
+        ("stat", None, None, None, None, None, None, None, None),
+    ]  # fmt: skip
+    events = spark.createDataFrame(rows, ddl)
+    among = F.col("kind") == "event"
+    is_ddl, not_ddl = among & (F.col("op") == "ddl"), among & (F.col("op") != "ddl")
+    per_event = [  # the texts as the decode wrote them for each event before
+        F.when(is_ddl, F.col("ddl")).alias("ddl"),
+        F.when(is_ddl, F.hex("order_key")).alias("at"),
+        F.when(not_ddl, F.to_json(F.map_keys(F.coalesce("after", "before")))).alias("cols"),
+        F.when(not_ddl, F.to_json("types")).alias("types"),
+        F.when(not_ddl, F.to_json("pk")).alias("pk"),
+        F.when(not_ddl, F.to_json("defaults")).alias("defaults"),
+    ]
+    cols = ["kind", "op", *SHAPE_FIELDS, "n"]
+    want = events.groupBy("kind", "op", *per_event).agg(F.count("*").alias("n")).select(cols)
+    got = with_shape_texts(
+        events.groupBy("kind", "op", *shape_keys(among)).agg(F.count("*").alias("n"))
+    ).select(cols)
+    key = lambda r: tuple(str(v) for v in r)  # noqa: E731
+    assert sorted(got.collect(), key=key) == sorted(want.collect(), key=key)
+    assert want.count() == 5  # the two inserts have one shape
