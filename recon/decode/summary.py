@@ -28,7 +28,7 @@ _KEY = "_shape_"
 def shape_keys(among: Column | None = None) -> list[Column]:
     """What tells an event's shape apart, in a form to group by: the image's column names and
     the key as arrays, the types and defaults as their maps' entries (Spark cannot group by a
-    map), a DDL's statement and order key (null for rows outside `among`). `shape_texts` turns
+    map), a DDL's statement and order key (null for rows outside `among`). `with_shape_texts` turns
     an aggregate's groups into the `SHAPE_FIELDS` texts: Spark's JSON is then written once per
     group, not once per event for each of four parts (the decode's count of a 500k-event hour:
     1.72 -> 0.96 s in a fresh JVM, the same texts)."""

@@ -162,14 +162,14 @@ class DataworksJsonDecoder(JsonStreamDecoder):
                     topic=rec.topic,
                     partition=rec.partition,
                     offset=rec.offset,
-                )  # fmt: skip
+                )
             )
             return
         if op not in ("INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"):
             raise DecodeError(f"unknown op {op!r}")
         flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
-        ev = self._row_event(schema, payload, db, tbl, u128(seq) + flag + tail, rec)
-        ev.seq, ev.event_time_ms = seq_str, event_time_ms
+        key = u128(seq) + flag + tail
+        ev = self._row_event(schema, payload, db, tbl, key, rec, seq_str, event_time_ms)
         self._apply(rec, op, ev, f"{db}.{tbl}:{seq_text}")
 
     def _row_event(
@@ -180,6 +180,8 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         tbl: str,
         order_key: bytes,
         rec: RawRecord,
+        seq: str | None,
+        event_time_ms: int | None,
     ) -> Event:
         """The row change with both images typed (its op is settled by `_apply`)."""
         # the cached dict is shared by every message of the table; copied only when an image
@@ -203,6 +205,8 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             after=_typed(cols_a, types),
             types=types,
             order_key=order_key,
+            seq=seq,
+            event_time_ms=event_time_ms,
             topic=rec.topic,
             partition=rec.partition,
             offset=rec.offset,
