@@ -55,10 +55,19 @@ REQUIRED_SQL: dict[str, str] = {
 }
 
 
-SMALL_RUN_JVM_OPTIONS = (
-    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CompileThresholdScaling=3"
-    " -XX:ReservedCodeCacheSize=240m"
-)
+QUICK_JIT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+"""A run of up to about a million records (`recon.ops.sizing.run_jvm_options`): the JVM
+compiles with the quick JIT compiler only (C1). The optimising one (C2) spent 31-44 s of
+compile time on every 500k-message hour, while the whole run took 40-60 s on 2 cores: a core
+taken from the tasks for most of the run, for code that pays back only over more rows.
+Measured in session 31, fresh `recon run`s of the bench's 500k-message hours, alternating:
+DataWorks 35.3 / 34.8 / 38.5 / 34.6 s against 42.8 / 39.9 / 49.7 / 40.2 s, Debezium 52.9 /
+50.4 against 60.6 / 59.8 s, Tencent 50.2 / 49.8 against 54.3 / 53.7 s; a 2M-message DataWorks
+hour the other way, 83.9 / 87.3 against 69.5 / 74.0 / 75.2 s. The code cache is the size
+tiered compilation has (the quick compiler alone gets 48 MB, too little for an application
+that serves many hours)."""
+
+SMALL_RUN_JVM_OPTIONS = f"{QUICK_JIT_JVM_OPTIONS} -XX:+UseSerialGC -XX:CompileThresholdScaling=3"
 """A small run's JVM compiles with the quick JIT compiler only, a method after three times the
 calls that would have compiled it before, into a code cache of the size tiered compilation has
 (the quick compiler alone gets 48 MB: the demo's six pipelines' hours in one application
@@ -77,12 +86,12 @@ def cds_jvm_options(archive: Path = CDS_ARCHIVE) -> str:
     return f" -XX:SharedArchiveFile={archive} {CDS_QUIET}" if archive.is_file() else ""
 
 
-def local_defaults(small: bool = False) -> dict[str, str]:
-    """The defaults of a local session this process starts (sized from the machine); `small`:
-    for a small run (`recon.ops.sizing.small_run`)."""
+def local_defaults(jvm: str = "") -> dict[str, str]:
+    """The defaults of a local session this process starts (sized from the machine); `jvm`:
+    the driver JVM options for the run's size (`recon.ops.sizing.run_jvm_options`)."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     driver_jvm = JVM_OPTIONS + cds_jvm_options()
-    driver_jvm += f" {SMALL_RUN_JVM_OPTIONS}" if small else ""
+    driver_jvm += f" {jvm}" if jvm else ""
     return {
         "spark.driver.memory": driver_memory(machine_memory_bytes()),
         # enough slices that a task of a big hour stays small; adaptive execution merges them
@@ -141,24 +150,24 @@ def _with_defaults(defaults: dict[str, str]) -> dict[str, str]:
     return {**defaults, **user, **({DEFAULTED: ",".join(ours)} if ours else {})}
 
 
-def submit_conf(python: str | None = None, small_jvm: str = "") -> dict[str, str]:
+def submit_conf(python: str | None = None, run_jvm: str = "") -> dict[str, str]:
     """The `--conf`s of the DAGs' spark-submit tasks: the defaults that make sense wherever the
     driver runs (and `python` for the Python workers), each only where the cluster's
-    `spark-defaults.conf` sets nothing; then `RECON_SPARK_CONF`, which wins. `small_jvm`: text
-    appended to our driver JVM options (the DAGs: a template that adds the small-run options
-    when the stage's hours are small)."""
+    `spark-defaults.conf` sets nothing; then `RECON_SPARK_CONF`, which wins. `run_jvm`: text
+    appended to our driver JVM options (the DAGs: a template that adds the options for the
+    size of the stage's hours)."""
     local = local_defaults()
     defaults = {k: local[k] for k in SUBMIT_DEFAULTS}
-    defaults["spark.driver.extraJavaOptions"] += small_jvm
+    defaults["spark.driver.extraJavaOptions"] += run_jvm
     if python:
         defaults |= {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
     return _with_defaults(defaults)
 
 
-def session_conf(local: bool, small: bool = False) -> dict[str, str]:
+def session_conf(local: bool, jvm: str = "") -> dict[str, str]:
     """The properties a new session is built with: defaults (local only, and only where
     `spark-defaults.conf` sets nothing), then the user's."""
-    return _with_defaults(local_defaults(small) if local else {})
+    return _with_defaults(local_defaults(jvm) if local else {})
 
 
 def _not_set_by_cluster(defaults: dict[str, str]) -> dict[str, str]:

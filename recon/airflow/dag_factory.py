@@ -35,7 +35,7 @@ from recon.config import PipelineConfig, load_config, load_folder
 from recon.errors import ConfigError
 from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
 from recon.layout import APP_JOB, STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
-from recon.sparkconf import SMALL_RUN_JVM_OPTIONS, submit_conf
+from recon.sparkconf import submit_conf
 
 HOUR_PATTERN = HOUR_INPUT_PATTERN
 RETRY = {
@@ -181,18 +181,20 @@ def dag_params(cfg: PipelineConfig) -> dict[str, Param]:
     }
 
 
-SMALL_JVM_TEMPLATE = "{{ recon_small_run_jvm(ti.xcom_pull(task_ids='hours')) }}"
-"""Appended to our driver JVM options: rendered when a stage starts, so a stage of small hours
-(`recon.ops.sizing`: its dumps, and the state it merges into) gets the small-run options."""
+RUN_JVM_TEMPLATE = "{{ recon_run_jvm(ti.xcom_pull(task_ids='hours')) }}"
+"""Appended to our driver JVM options: rendered when a stage starts, so a stage's JVM gets the
+options for the size of its hours (`recon.ops.sizing`: their dumps, and the state it merges
+into)."""
 
 
-def small_run_jvm(pipeline_file: str, h: dict[str, Any]) -> str:
-    """The macro behind `SMALL_JVM_TEMPLATE`: " <options>" for a small run, else ""."""
-    from recon.ops.sizing import small_run  # run time only
+def run_jvm(pipeline_file: str, h: dict[str, Any]) -> str:
+    """The macro behind `RUN_JVM_TEMPLATE`: " <options>" for the hours' size, or ""."""
+    from recon.ops.sizing import run_jvm_options  # run time only
 
     cfg = load_config(pipeline_file)
     hours = hour_range(parse_hour(h["from"], "hour"), parse_hour(h["to"], "hour_to"))
-    return f" {SMALL_RUN_JVM_OPTIONS}" if small_run(cfg, hours) else ""
+    options = run_jvm_options(cfg, hours)
+    return f" {options}" if options else ""
 
 
 def _xcom(key: str) -> str:
@@ -264,9 +266,7 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
         tags=["recon", cfg.format],
         doc_md=__doc__,
         params=dag_params(cfg),
-        user_defined_macros={
-            "recon_small_run_jvm": functools.partial(small_run_jvm, pipeline_file)
-        },
+        user_defined_macros={"recon_run_jvm": functools.partial(run_jvm, pipeline_file)},
     ) as dag:
 
         @task
@@ -356,7 +356,7 @@ def load_dags(namespace: dict[str, Any], folder: Path | None = None) -> None:
         good, errors = wanted, {}
     try:
         spark_conf = submit_conf(
-            os.environ.get("PYSPARK_PYTHON", sys.executable), small_jvm=SMALL_JVM_TEMPLATE
+            os.environ.get("PYSPARK_PYTHON", sys.executable), run_jvm=RUN_JVM_TEMPLATE
         )
     except ValueError as err:  # every pipeline's DAG says what is wrong with the variable
         errors.update({Path(str(c.source_file)): str(err) for c in good})

@@ -275,12 +275,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from recon.cli.output import print_counters
     from recon.decode.stage import decode_hour
     from recon.ops.guard import guarded
-    from recon.ops.sizing import small_run
+    from recon.ops.sizing import run_jvm_options
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
-    spark = get_spark(f"recon-decode-{cfg.name}", small=small_run(cfg, [hour]))
+    spark = get_spark(f"recon-decode-{cfg.name}", jvm=run_jvm_options(cfg, [hour]))
     with guarded("decode", spark, cfg, hour):
         counters = decode_hour(spark, cfg, hour, args.run_id, args.allow_incomplete)
     print_counters(counters)
@@ -308,12 +308,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from recon.merge.stage import merge_hour
     from recon.ops.guard import guarded
     from recon.ops.lock import pipeline_lock
-    from recon.ops.sizing import small_run
+    from recon.ops.sizing import run_jvm_options
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
-    spark = get_spark(f"recon-merge-{cfg.name}", small=small_run(cfg, [hour]))
+    spark = get_spark(f"recon-merge-{cfg.name}", jvm=run_jvm_options(cfg, [hour]))
     tables = tables_arg(args.tables)
     with pipeline_lock(cfg, "recon merge"), guarded("merge", spark, cfg, hour):
         result = merge_hour(spark, cfg, hour, args.run_id, buckets=cfg.buckets, tables=tables)
@@ -324,12 +324,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from recon.audit.stage import audit_hour
     from recon.ops.lock import pipeline_lock
-    from recon.ops.sizing import small_run
+    from recon.ops.sizing import run_jvm_options
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
     hour = parse_hour(args.hour, "--hour")
-    spark = get_spark(f"recon-audit-{cfg.name}", small=small_run(cfg, [hour]))
+    spark = get_spark(f"recon-audit-{cfg.name}", jvm=run_jvm_options(cfg, [hour]))
     with pipeline_lock(cfg, "recon audit"):
         report = audit_hour(spark, cfg, hour, audited_by=args.run_id)
     return _print_summary(cfg, hour, report)

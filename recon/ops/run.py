@@ -22,7 +22,7 @@ from recon.merge.result import MergeResult
 from recon.merge.stage import merge_hour
 from recon.ops.guard import guarded
 from recon.ops.lock import pipeline_lock
-from recon.ops.sizing import small_run
+from recon.ops.sizing import run_jvm_options
 from recon.spark.session import get_spark
 
 
@@ -80,7 +80,7 @@ def run_hours(
     """Decode, merge + publish and audit each hour in order."""
     cfg = load_config(pipeline)
     hours = hours_of(cfg, first, last)
-    spark = get_spark(f"recon-run-{cfg.name}", small=small_run(cfg, hours))
+    spark = get_spark(f"recon-run-{cfg.name}", jvm=run_jvm_options(cfg, hours))
     out: list[HourResult] = []
     t0, so_far = time.monotonic(), 0
     for i, h in enumerate(hours, 1):

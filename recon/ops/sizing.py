@@ -1,4 +1,4 @@
-"""Is a run small? Decided before Spark starts, from the dumps and the manifest (no Spark: the
+"""How big is a run? Decided before Spark starts, from the dumps and the manifest (no Spark: the
 DAGs call it when a stage's spark-submit command is rendered).
 
 A small run (a quiet hour, the demo) spends most of its time compiling, not computing: Java's
@@ -23,6 +23,13 @@ Where the quick compiler stops paying follows the hour's records, not its bytes 
 
 So a run is small below `SMALL_RUN_RECORDS` records (well under the ~250k where the two meet),
 and below `SMALL_RUN_BYTES` of dumps (an hour of few huge messages is JVM work all the same).
+
+A run that is not small but under about a million records (`QUICK_JIT_RECORDS`) still gets
+the quick compiler, without the small run's serial collector and raised compile thresholds
+(`QUICK_JIT_JVM_OPTIONS`). Session 31 found the optimising compiler (C2) spending 31-44 s of
+compile time on every 500k-message hour, most of a core for most of the run, and the quick
+compiler alone 15-20% faster there (fresh `recon run`s, alternating; the numbers are in
+`recon.sparkconf`), but 15% slower on a 2M-message hour, where C2's code pays back.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import pyarrow.parquet as pq
 from recon.config import PipelineConfig
 from recon.layout import JSONL_DUMPS, PARQUET_DUMP, dump_bytes, dump_files
 from recon.merge.manifest import load_manifest, state_rows, unloaded_snapshot_bytes
+from recon.sparkconf import QUICK_JIT_JVM_OPTIONS, SMALL_RUN_JVM_OPTIONS
 
 SMALL_RUN_RECORDS = 150_000
 """Dump records (Kafka messages) of all the run's hours."""
@@ -45,18 +53,45 @@ Debezium one with its schemas ~21 MB)."""
 SMALL_RUN_STATE_ROWS = 100_000
 """State rows a merge may rewrite."""
 
+QUICK_JIT_RECORDS = 1_000_000
+"""Below this many dump records (and `QUICK_JIT_BYTES`, `QUICK_JIT_STATE_ROWS`) a run that is
+not small still compiles with the quick JIT compiler only (`QUICK_JIT_JVM_OPTIONS`: 15-20%
+faster on a 500k-message hour, 15% slower on a 2M-message one; they meet at about a million)."""
+QUICK_JIT_BYTES = 512 * 1024 * 1024
+"""Dump bytes (a 2M-message DataWorks hour is ~170 MB of Parquet, a 500k Debezium one ~110 MB)."""
+QUICK_JIT_STATE_ROWS = 1_000_000
+
 
 def small_run(cfg: PipelineConfig, hours: list[datetime]) -> bool:
     """The run's dumps and the state it merges into are small (see the module's doc)."""
-    if dump_bytes(cfg.raw_path, cfg.topics, hours) >= SMALL_RUN_BYTES:
+    return _within(cfg, hours, SMALL_RUN_RECORDS, SMALL_RUN_BYTES, SMALL_RUN_STATE_ROWS)
+
+
+def run_jvm_options(cfg: PipelineConfig, hours: list[datetime]) -> str:
+    """The driver JVM options for a run of `hours` (of a local session, or appended to our
+    spark-submit's): the small-run options, the quick compiler's up to about a million
+    records, else none (the JVM's default, tiered compilation)."""
+    if small_run(cfg, hours):
+        return SMALL_RUN_JVM_OPTIONS
+    if _within(cfg, hours, QUICK_JIT_RECORDS, QUICK_JIT_BYTES, QUICK_JIT_STATE_ROWS):
+        return QUICK_JIT_JVM_OPTIONS
+    return ""
+
+
+def _within(
+    cfg: PipelineConfig, hours: list[datetime], records: int, size: int, state: int
+) -> bool:
+    """The hours' dumps are under `records` and `size` bytes, and the state the run merges
+    into (and the snapshot it still loads) under `state` rows (and `size` bytes)."""
+    if dump_bytes(cfg.raw_path, cfg.topics, hours) >= size:
         return False
-    if dump_records(cfg, hours, SMALL_RUN_RECORDS) >= SMALL_RUN_RECORDS:
+    if dump_records(cfg, hours, records) >= records:
         return False
     # an unreadable manifest counts as empty here: the merge refuses it with the fix
     man = load_manifest(cfg, allow_missing=True)
-    if state_rows(man) >= SMALL_RUN_STATE_ROWS:
+    if state_rows(man) >= state:
         return False
-    return unloaded_snapshot_bytes(cfg, man) < SMALL_RUN_BYTES
+    return unloaded_snapshot_bytes(cfg, man) < size
 
 
 def dump_records(cfg: PipelineConfig, hours: list[datetime], limit: int) -> int:

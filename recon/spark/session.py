@@ -18,16 +18,14 @@ from recon.sparkconf import DEFAULTED, REQUIRED_SQL, cluster_conf, session_conf
 from recon.sparkpath import DAEMON_MODULE
 
 
-def get_spark(
-    app_name: str = "recon", master: str | None = None, small: bool = False
-) -> SparkSession:
+def get_spark(app_name: str = "recon", master: str | None = None, jvm: str = "") -> SparkSession:
     """The session: spark-submit's when launched by it (its settings kept), else a local one on
     this machine built with `recon.sparkconf` (defaults sized from the machine, then
     `RECON_SPARK_CONF`).
 
     Spark's Python workers run `python3` from PATH unless told otherwise, which outside the venv
-    lacks our dependencies: point them at this interpreter. `small`: a local session for a
-    small run (`recon.ops.sizing.small_run`).
+    lacks our dependencies: point them at this interpreter. `jvm`: a local session's driver
+    JVM options for the run's size (`recon.ops.sizing.run_jvm_options`).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -40,7 +38,7 @@ def get_spark(
         master = master or os.environ.get("RECON_SPARK_MASTER", "local[*]")
         builder = builder.master(master)
         try:
-            conf = session_conf(local=True, small=small)
+            conf = session_conf(local=True, jvm=jvm)
         except ValueError as err:  # RECON_SPARK_CONF
             raise ConfigError(str(err)) from None
         jars = jdbc_jars()

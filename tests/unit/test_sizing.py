@@ -1,6 +1,7 @@
 """Small runs (a quiet hour, the demo) are run with cheaper compilation: the JVM's quick JIT
 compiler only (decided before the JVM starts, from the dumps and the state) and no whole-stage
-code generation (decided per stage). Big runs keep both."""
+code generation (decided per stage). Runs up to about a million records keep the quick
+compiler; big runs get the optimising one and code generation."""
 
 from __future__ import annotations
 
@@ -13,17 +14,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from recon.airflow.dag_factory import SMALL_JVM_TEMPLATE, small_run_jvm
+from recon.airflow.dag_factory import RUN_JVM_TEMPLATE, run_jvm
 from recon.config import load_config
 from recon.layout import raw_hour_folder
+from recon.ops import sizing
 from recon.ops.sizing import (
+    QUICK_JIT_BYTES,
+    QUICK_JIT_RECORDS,
+    QUICK_JIT_STATE_ROWS,
     SMALL_RUN_BYTES,
     SMALL_RUN_RECORDS,
     SMALL_RUN_STATE_ROWS,
     dump_records,
+    run_jvm_options,
     small_run,
 )
 from recon.sparkconf import (
+    QUICK_JIT_JVM_OPTIONS,
     SMALL_RUN_JVM_OPTIONS,
     cds_jvm_options,
     local_defaults,
@@ -128,34 +135,72 @@ def test_a_run_is_small_while_its_dumps_hold_few_records_whatever_their_bytes(
     assert small_run(cfg, [H.replace(hour=6)])  # not a dump the decode reads
 
 
-def test_a_small_runs_driver_jvm_compiles_quickly_and_the_users_options_win(
+def test_a_run_under_a_million_records_compiles_quickly_without_the_small_runs_collector(
+    pipeline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 31: the optimising compiler cost 15-20% of a 500k-message hour and saved 15% of
+    a 2M-message one; the records, the dump bytes and the state each can make a run big."""
+    assert QUICK_JIT_RECORDS > SMALL_RUN_RECORDS and QUICK_JIT_BYTES > SMALL_RUN_BYTES
+    assert QUICK_JIT_STATE_ROWS > SMALL_RUN_STATE_ROWS
+    assert "-XX:TieredStopAtLevel=1" in QUICK_JIT_JVM_OPTIONS
+    assert "UseSerialGC" not in QUICK_JIT_JVM_OPTIONS and "UseSerialGC" in SMALL_RUN_JVM_OPTIONS
+    # the limits scaled down, so that a test writes kilobytes (the functions read them when
+    # called)
+    records, size, rows = 4 * SMALL_RUN_RECORDS, 4 * SMALL_RUN_BYTES, 4 * SMALL_RUN_STATE_ROWS
+    monkeypatch.setattr(sizing, "QUICK_JIT_RECORDS", records)
+    monkeypatch.setattr(sizing, "QUICK_JIT_BYTES", size)
+    monkeypatch.setattr(sizing, "QUICK_JIT_STATE_ROWS", rows)
+    cfg = load_config(pipeline)
+    assert run_jvm_options(cfg, [H]) == SMALL_RUN_JVM_OPTIONS  # nothing yet
+    _parquet(pipeline, "t1", H, SMALL_RUN_RECORDS)
+    assert run_jvm_options(cfg, [H]) == QUICK_JIT_JVM_OPTIONS
+    _parquet(pipeline, "t2", H, records - SMALL_RUN_RECORDS - 1)
+    assert run_jvm_options(cfg, [H]) == QUICK_JIT_JVM_OPTIONS
+    _parquet(pipeline, "t2", H.replace(hour=3), 1)  # the hours add up
+    assert run_jvm_options(cfg, [H, H.replace(hour=3)]) == ""
+    h4 = H.replace(hour=4)
+    _dump(pipeline, "t1", h4, size - 1)
+    assert run_jvm_options(cfg, [h4]) == QUICK_JIT_JVM_OPTIONS
+    _dump(pipeline, "t2", h4, 1)
+    assert run_jvm_options(cfg, [h4]) == ""  # bytes alone
+    h5 = H.replace(hour=5)
+    _state(pipeline, rows - 1)
+    assert run_jvm_options(cfg, [h5]) == QUICK_JIT_JVM_OPTIONS
+    _state(pipeline, rows)
+    assert run_jvm_options(cfg, [h5]) == ""  # a state that big keeps the optimising compiler
+
+
+def test_the_run_sizes_driver_jvm_options_reach_the_session_and_the_users_options_win(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("RECON_SPARK_CONF", raising=False)
     monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     monkeypatch.delenv("SPARK_HOME", raising=False)
-    assert SMALL_RUN_JVM_OPTIONS not in local_defaults()[DRIVER]
-    small = session_conf(local=True, small=True)
-    assert SMALL_RUN_JVM_OPTIONS in small[DRIVER] and "-Duser.timezone=UTC" in small[DRIVER]
-    assert SMALL_RUN_JVM_OPTIONS not in small[EXECUTOR]
-    conf = submit_conf("/py", small_jvm=" {{ x }}")
+    assert "-XX:TieredStopAtLevel" not in local_defaults()[DRIVER]
+    for options in (SMALL_RUN_JVM_OPTIONS, QUICK_JIT_JVM_OPTIONS):
+        conf = session_conf(local=True, jvm=options)
+        assert conf[DRIVER].endswith(f" {options}") and "-Duser.timezone=UTC" in conf[DRIVER]
+        assert "-XX:TieredStopAtLevel" not in conf[EXECUTOR]
+    conf = submit_conf("/py", run_jvm=" {{ x }}")
     # the class archive (when setup built it) is the driver's: executors may be elsewhere
     cds = cds_jvm_options()
     assert conf[DRIVER] == f"-Duser.timezone=UTC{cds} {{{{ x }}}}"
     assert conf[EXECUTOR] == "-Duser.timezone=UTC"
     monkeypatch.setenv("RECON_SPARK_CONF", json.dumps({DRIVER: "-Dmine=1"}))
-    assert session_conf(local=True, small=True)[DRIVER] == "-Dmine=1"
-    assert submit_conf("/py", small_jvm=" {{ x }}")[DRIVER] == "-Dmine=1"
+    assert session_conf(local=True, jvm=SMALL_RUN_JVM_OPTIONS)[DRIVER] == "-Dmine=1"
+    assert submit_conf("/py", run_jvm=" {{ x }}")[DRIVER] == "-Dmine=1"
 
 
 def test_the_dags_decide_when_a_stage_starts_from_its_hours(pipeline: Path) -> None:
     """The template is rendered when the stage's task starts (its dump complete by then)."""
-    assert SMALL_JVM_TEMPLATE.startswith("{{ recon_small_run_jvm(")
+    assert RUN_JVM_TEMPLATE.startswith("{{ recon_run_jvm(")
     h = {"from": "2026-11-20T02", "to": "2026-11-20T03"}
-    assert small_run_jvm(str(pipeline), h) == f" {SMALL_RUN_JVM_OPTIONS}"
-    _dump(pipeline, "t1", H.replace(hour=3), SMALL_RUN_BYTES)
-    assert small_run_jvm(str(pipeline), h) == ""
-    assert small_run_jvm(str(pipeline), {"from": "2026-11-20T02", "to": "2026-11-20T02"}) != ""
+    assert run_jvm(str(pipeline), h) == f" {SMALL_RUN_JVM_OPTIONS}"
+    _parquet(pipeline, "t1", H.replace(hour=3), SMALL_RUN_RECORDS)
+    assert run_jvm(str(pipeline), h) == f" {QUICK_JIT_JVM_OPTIONS}"
+    _parquet(pipeline, "t2", H.replace(hour=3), QUICK_JIT_RECORDS - SMALL_RUN_RECORDS)
+    assert run_jvm(str(pipeline), h) == ""
+    assert run_jvm(str(pipeline), {"from": "2026-11-20T02", "to": "2026-11-20T02"}) != ""
 
 
 def test_the_size_of_an_hour_does_not_need_more_of_its_counters_than_the_merge_did(
