@@ -798,6 +798,54 @@ def test_a_rows_key_text_and_checksum_term_are_what_earlier_states_hold(spark) -
     ]
 
 
+def test_a_keyed_tables_contributions_and_their_key_texts_are_what_earlier_states_hold(
+    spark,
+) -> None:
+    """A keyed table's state key is the JSON text of its key columns' values, kept from hour
+    to hour; an event makes the new image's key and, for a delete or a key change with a whole
+    old key, a tombstone of the old key. The expressions may get faster, never different.
+    (Session 31 wrote them per table without lambdas: the same contributions, no faster.)"""
+    from recon.merge.contributions import contributions
+
+    rows = [  # table, op, before, after
+        ("s.a", "insert", None, {"id": "1", "k": "x"}),
+        ("s.a", "update", {"id": "1", "k": "x"}, {"id": "1", "k": "x", "v": "2"}),
+        ("s.a", "update", {"id": "1", "k": "x"}, {"id": "2", "k": "x"}),  # key change
+        ("s.a", "update", {"id": None, "k": "x"}, {"id": "null", "k": "x"}),  # NULL vs "null"
+        ("s.a", "update", {"k": "x"}, {"id": "3", "k": "x"}),  # old key not whole: no tombstone
+        ("s.a", "delete", {"id": 'q"1', "k": "é"}, None),
+        ("s.a", "delete", {"k": "x"}, None),  # no whole old key: nothing to remove
+        ("s.b", "insert", None, {"c": "1"}),  # keyless: one copy added
+        ("s.b", "update", {"c": "1"}, {"c": "2"}),  # one removed, one added
+        ("s.c", "update", {"id": "5"}, {"id": "6"}),
+    ]
+    ev = spark.createDataFrame(
+        [(t, op, b, a, bytes([i]), i) for i, (t, op, b, a) in enumerate(rows)],
+        "table string, op string, before map<string,string>, after map<string,string>, "
+        "order_key binary, event_time_ms bigint",
+    )
+    pks = {"s.a": ["id", "k"], "s.b": [], "s.c": ["id"]}
+    got = sorted(
+        (r["event_time_ms"], r["table"], r["key"], r["sign"], r["op"], r["row"] is not None)
+        for r in contributions(ev, pks).collect()
+    )
+    assert got == [
+        (0, "s.a", '["1","x"]', 1, "insert", True),
+        (1, "s.a", '["1","x"]', 1, "update", True),
+        (2, "s.a", '["1","x"]', 0, "pk_change", False),
+        (2, "s.a", '["2","x"]', 1, "update", True),
+        (3, "s.a", '["null","x"]', 1, "update", True),
+        (3, "s.a", '[null,"x"]', 0, "pk_change", False),
+        (4, "s.a", '["3","x"]', 1, "update", True),
+        (5, "s.a", '["q\\"1","é"]', 0, "delete", False),
+        (7, "s.b", '[["c","1"]]', 1, "insert", True),
+        (8, "s.b", '[["c","1"]]', -1, "update", True),
+        (8, "s.b", '[["c","2"]]', 1, "update", True),
+        (9, "s.c", '["5"]', 0, "pk_change", False),
+        (9, "s.c", '["6"]', 1, "update", True),
+    ]
+
+
 def test_bucket_checksums_kept_with_the_rows_equal_the_rows_own(spark, tmp_path: Path) -> None:
     """Each state row carries its checksum term, computed when it enters: the manifest's
     bucket checksums still equal the sum over the live rows themselves after updates, deletes,
