@@ -1,7 +1,7 @@
 """Where one `recon run` hour spends its time: generates an hour (as `make bench` does), runs
 `recon run` under py-spy (every process: the driver program and Spark's Python workers) with
 Spark's event log on, then prints the Spark jobs by description or call site (count, seconds)
-and the Python functions with the most samples, per process. The README's "Where the time goes" quotes one run.
+and the Python functions with the most samples, per process. The README's "Speed" section quotes one run's jobs.
 
 Run: .venv/bin/python -m benchmarks.profile [--format dataworks_json] [--messages 500k]
 """
