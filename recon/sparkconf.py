@@ -63,7 +63,8 @@ taken from the tasks for most of the run, for code that pays back only over more
 Measured in session 31, fresh `recon run`s of the bench's 500k-message hours, alternating:
 DataWorks 35.3 / 34.8 / 38.5 / 34.6 s against 42.8 / 39.9 / 49.7 / 40.2 s, Debezium 52.9 /
 50.4 against 60.6 / 59.8 s, Tencent 50.2 / 49.8 against 54.3 / 53.7 s; a 2M-message DataWorks
-hour the other way, 83.9 / 87.3 against 69.5 / 74.0 / 75.2 s. The code cache is the size
+hour the other way, 83.9 / 87.3 against 69.5 / 74.0 / 75.2 s; at 1M messages the two are
+equal (69.1 / 58.3 against 70.0 / 56.9 s). The code cache is the size
 tiered compilation has (the quick compiler alone gets 48 MB, too little for an application
 that serves many hours)."""
 

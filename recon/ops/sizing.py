@@ -56,7 +56,7 @@ SMALL_RUN_STATE_ROWS = 100_000
 QUICK_JIT_RECORDS = 1_000_000
 """Below this many dump records (and `QUICK_JIT_BYTES`, `QUICK_JIT_STATE_ROWS`) a run that is
 not small still compiles with the quick JIT compiler only (`QUICK_JIT_JVM_OPTIONS`: 15-20%
-faster on a 500k-message hour, 15% slower on a 2M-message one; they meet at about a million)."""
+faster on a 500k-message hour, 15% slower on a 2M-message one, the same on a 1M-message one)."""
 QUICK_JIT_BYTES = 512 * 1024 * 1024
 """Dump bytes (a 2M-message DataWorks hour is ~170 MB of Parquet, a 500k Debezium one ~110 MB)."""
 QUICK_JIT_STATE_ROWS = 1_000_000
