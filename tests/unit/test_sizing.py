@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -168,6 +171,20 @@ def test_a_run_under_a_million_records_compiles_quickly_without_the_small_runs_c
     assert run_jvm_options(cfg, [h5]) == QUICK_JIT_JVM_OPTIONS
     _state(pipeline, rows)
     assert run_jvm_options(cfg, [h5]) == ""  # a state that big keeps the optimising compiler
+
+
+@pytest.mark.parametrize("options", [SMALL_RUN_JVM_OPTIONS, QUICK_JIT_JVM_OPTIONS])
+def test_the_jvm_starts_with_each_sizes_options(options: str) -> None:
+    """A flag the JVM refuses would fail every run of that size before Spark starts."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    assert java, "no java: Spark needs one (JAVA_HOME or PATH)"
+    proc = subprocess.run(
+        [java, *options.split(), "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [x for x in proc.stdout.splitlines() if " TieredStopAtLevel " in x][0].split()[3] == "1"
 
 
 def test_the_run_sizes_driver_jvm_options_reach_the_session_and_the_users_options_win(
