@@ -60,6 +60,7 @@ faster on a 500k-message hour, 15% slower on a 2M-message one, the same on a 1M-
 QUICK_JIT_BYTES = 512 * 1024 * 1024
 """Dump bytes (a 2M-message DataWorks hour is ~170 MB of Parquet, a 500k Debezium one ~110 MB)."""
 QUICK_JIT_STATE_ROWS = 1_000_000
+"""State rows a merge may rewrite (a big state's fold and write are JVM work, as a big hour's)."""
 
 
 def small_run(cfg: PipelineConfig, hours: list[datetime]) -> bool:
