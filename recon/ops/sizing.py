@@ -37,6 +37,7 @@ from __future__ import annotations
 import gzip
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow.parquet as pq
 
@@ -63,36 +64,58 @@ QUICK_JIT_STATE_ROWS = 1_000_000
 """State rows a merge may rewrite (a big state's fold and write are JVM work, as a big hour's)."""
 
 
+class _RunSize(NamedTuple):
+    """What a run's size is judged by, measured once (the DAGs measure at every stage's start)."""
+
+    dump_bytes: int
+    records: int
+    """Counted until the largest limit it is compared with (`_run_size`)."""
+    state_rows: int
+    snapshot_bytes: int
+
+    def within(self, records: int, size: int, state: int) -> bool:
+        """Dumps under `records` and `size` bytes, the state the run merges into under `state`
+        rows, the snapshot it still loads under `size` bytes."""
+        return (
+            self.dump_bytes < size
+            and self.records < records
+            and self.state_rows < state
+            and self.snapshot_bytes < size
+        )
+
+
+def _run_size(cfg: PipelineConfig, hours: list[datetime], records: int, size: int) -> _RunSize:
+    """Dump records are counted until `records`, and not at all from `size` dump bytes up (the
+    largest limits compared with: JSON Lines are counted by reading them)."""
+    nbytes = dump_bytes(cfg.raw_path, cfg.topics, hours)
+    # an unreadable manifest counts as empty here: the merge refuses it with the fix
+    man = load_manifest(cfg, allow_missing=True)
+    return _RunSize(
+        nbytes,
+        dump_records(cfg, hours, records) if nbytes < size else records,
+        state_rows(man),
+        unloaded_snapshot_bytes(cfg, man),
+    )
+
+
+_SMALL = (SMALL_RUN_RECORDS, SMALL_RUN_BYTES, SMALL_RUN_STATE_ROWS)
+
+
 def small_run(cfg: PipelineConfig, hours: list[datetime]) -> bool:
     """The run's dumps and the state it merges into are small (see the module's doc)."""
-    return _within(cfg, hours, SMALL_RUN_RECORDS, SMALL_RUN_BYTES, SMALL_RUN_STATE_ROWS)
+    return _run_size(cfg, hours, SMALL_RUN_RECORDS, SMALL_RUN_BYTES).within(*_SMALL)
 
 
 def run_jvm_options(cfg: PipelineConfig, hours: list[datetime]) -> str:
     """The driver JVM options for a run of `hours` (of a local session, or appended to our
     spark-submit's): the small-run options, the quick compiler's up to about a million
     records, else none (the JVM's default, tiered compilation)."""
-    if small_run(cfg, hours):
+    size = _run_size(cfg, hours, QUICK_JIT_RECORDS, QUICK_JIT_BYTES)
+    if size.within(*_SMALL):
         return SMALL_RUN_JVM_OPTIONS
-    if _within(cfg, hours, QUICK_JIT_RECORDS, QUICK_JIT_BYTES, QUICK_JIT_STATE_ROWS):
+    if size.within(QUICK_JIT_RECORDS, QUICK_JIT_BYTES, QUICK_JIT_STATE_ROWS):
         return QUICK_JIT_JVM_OPTIONS
     return ""
-
-
-def _within(
-    cfg: PipelineConfig, hours: list[datetime], records: int, size: int, state: int
-) -> bool:
-    """The hours' dumps are under `records` and `size` bytes, and the state the run merges
-    into (and the snapshot it still loads) under `state` rows (and `size` bytes)."""
-    if dump_bytes(cfg.raw_path, cfg.topics, hours) >= size:
-        return False
-    if dump_records(cfg, hours, records) >= records:
-        return False
-    # an unreadable manifest counts as empty here: the merge refuses it with the fix
-    man = load_manifest(cfg, allow_missing=True)
-    if state_rows(man) >= state:
-        return False
-    return unloaded_snapshot_bytes(cfg, man) < size
 
 
 def dump_records(cfg: PipelineConfig, hours: list[datetime], limit: int) -> int:
