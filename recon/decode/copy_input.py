@@ -6,7 +6,9 @@ order its decoder needs (a file may hold several partitions, one after the other
 execution packs small ones into one task). So a decode task can take a file, read it with Arrow
 a row group at a time, and decode it, instead of Spark reading the copy, shuffling it a second
 time by partition, sorting it, and handing it to Python (measured on 2 cores, a 500k-message
-DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job).
+DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job). A later copy
+of a record in the hour (same offset, same content) is in the copy too, after the first and
+marked (`DUPLICATE`): the tasks leave it out.
 
 The records carried in from the hour before are few: every task reads them, and feeds those of
 its partitions in offset order (`recon.decode.stream.with_carried`). Partitions with carried
@@ -36,6 +38,8 @@ from recon.layout import has_parquet
 
 BAD_FILE = "_unreadable_in"
 """The copy's column naming the dump of an unreadable JSON line (null for a record)."""
+DUPLICATE = "_duplicate"
+"""The copy's mark of a later copy of a record (same offset, same content): counted, not read."""
 CONTENT_HASH = "_content_hash"
 """The copy's hash of a record's key and value: with its offset, what makes it the same record."""
 SKIPPED = "_skipped"
@@ -100,9 +104,10 @@ def _kept(batch: pa.RecordBatch, skip: SkipList, offsets: pa.Array) -> pa.Array:
 def _copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
     names = [f.name for f in RAW_SCHEMA]
     offsets = pa.array(sorted({o for s in skip.values() for o, _ in s}), pa.int64())
-    cols = [*names, BAD_FILE, *([CONTENT_HASH] if skip else [])]
+    cols = [*names, BAD_FILE, DUPLICATE, *([CONTENT_HASH] if skip else [])]
     for batch in pq.ParquetFile(path).iter_batches(_BATCH_ROWS, columns=cols):
-        keep = pc.is_null(batch.column(BAD_FILE))  # not an unreadable line
+        # not an unreadable line, nor a later copy of a record
+        keep = pc.and_(pc.is_null(batch.column(BAD_FILE)), pc.invert(batch.column(DUPLICATE)))
         if skip:
             keep = pc.and_(keep, _kept(batch, skip, offsets))
         records = batch.filter(keep)

@@ -36,6 +36,7 @@ from recon.decode.copy_input import (
     BAD_FILE,
     CARRY_COLUMNS,
     CONTENT_HASH,
+    DUPLICATE,
     SKIPPED,
     decode_copy_files,
 )
@@ -197,25 +198,25 @@ def _read_input(
     copy: Path,
     skip: Path,
 ) -> _Input:
-    """The hour's records, each (offset, content) once, written to `copy` in one pass over the
-    dumps: the counters, the offsets kept for later hours and the decode read that copy, not
-    the dumps again (it was three passes and three shuffles of the dumps)."""
+    """The hour's records, later copies of an (offset, content) marked, written to `copy` in
+    one pass over the dumps: the counters, the offsets kept for later hours and the decode
+    read that copy, not the dumps again (it was three passes and three shuffles of them)."""
     records, unreadable = read_hour(spark, files)
-    once = _each_record_once(records, unreadable)
-    with job_named(spark, "decode: the hour's records once, to a staging copy"):
+    marked = _every_record_marked(records, unreadable)
+    with job_named(spark, "decode: the hour's records, copies marked, to a staging copy"):
         # a file per task, never split: a partition's records stay in one file; the values
         # without a dictionary (each is its own: building one and throwing it away cost
         # ~0.5 s of a 500k-message Debezium hour)
-        once.write.option("maxRecordsPerFile", 0).option(
+        marked.write.option("maxRecordsPerFile", 0).option(
             "parquet.enable.dictionary#value", "false"
         ).parquet(str(copy))
     # no cache: each pass re-reads the copy in bounded splits, so a task holds a slice of the
     # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
     # empty hour writes no file to infer it from
-    staged = spark.read.schema(once.schema).parquet(str(copy))
+    staged = spark.read.schema(marked.schema).parquet(str(copy))
     stats, bad_lines = _input_stats(staged)
-    distinct = staged.where(F.col(BAD_FILE).isNull()).drop(
-        "_copies", BAD_FILE, FIRST_AT_OFFSET, VALUE_BYTES
+    distinct = staged.where(F.col(BAD_FILE).isNull() & ~F.col(DUPLICATE)).drop(
+        DUPLICATE, BAD_FILE, FIRST_AT_OFFSET, VALUE_BYTES
     )
     bad = None
     if bad_lines:
@@ -238,38 +239,37 @@ def _read_input(
     )  # fmt: skip
 
 
-def _each_record_once(records: DataFrame, unreadable: DataFrame | None) -> DataFrame:
-    """Each (offset, content) of the hour once, with its copy count (`_copies`), and the
-    unreadable JSON lines beside them (`BAD_FILE` set)."""
+def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> DataFrame:
+    """Every record of the hour, each later copy of an (offset, content) marked `DUPLICATE`
+    and the first record at each offset `FIRST_AT_OFFSET`, and the unreadable JSON lines
+    beside them (`BAD_FILE` set)."""
     # a record is a duplicate when its offset AND its content (key and value) were seen: the
-    # same offset with other content is a topic re-created or a cluster moved (offset reset)
+    # same offset with other content is a topic re-created or a cluster moved (offset reset).
+    # One window by offset, ordered by content hash then Kafka timestamp, after a shuffle by
+    # Kafka partition (which clusters the window's keys too), so the copy holds each
+    # partition's records in one file, sorted by offset: what its decoder reads
+    # (`recon.decode.copy_input`). The hash before a row tells its place: none, the first at
+    # its offset (of the lowest content hash); the same, a later copy (the copy kept is the
+    # earliest by Kafka timestamp). Later copies stay in the copy, marked, so the counters
+    # count every copy in the same pass, and every reader leaves them out: where a window by
+    # (offset, content) counted and numbered them and a second one found each offset's first
+    # row (each window buffers every row: ~0.9 s of a 500k-message hour on 2 cores). Not into
+    # a set number of slices: adaptive execution then packs the partitions into about a task
+    # per core, where 64 fixed slices ran 62 empty write tasks for a 2-partition hour (~1.3 s,
+    # every hour)
     keys = ["topic", "partition", "offset", HASH]
     rest = [c for c in records.columns if c not in keys]
-    # one sort after the shuffle (a window), not a sort-based aggregate, which also sorts the
-    # whole hour before the shuffle to pre-aggregate copies that are rare; the copy kept is
-    # the earliest by Kafka timestamp. The shuffle is by Kafka partition (which clusters the
-    # window's keys too), so the copy holds each partition's records in one file, sorted by
-    # offset: what its decoder reads (`recon.decode.copy_input`). Not into a set number of
-    # slices: adaptive execution then packs the partitions into about a task per core, where
-    # 64 fixed slices ran 62 empty write tasks for a 2-partition hour (~1.3 s, every hour)
-    copies = Window.partitionBy(*keys).orderBy("ts_ms")
-    every_copy = copies.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    # the first row at its offset (of the lowest content hash, kept below): the input counters
-    # count distinct offsets by it, in the same sort, instead of a distinct count's own shuffle
     at_offset = Window.partitionBy("topic", "partition", "offset").orderBy(HASH, "ts_ms")
-    once = (
+    before = F.lag(HASH).over(at_offset)
+    marked = (
         records.withColumn(HASH, F.xxhash64("key", "value"))
         .repartition("topic", "partition")
-        .withColumn("_copies", F.count("*").over(every_copy))
-        .withColumn("_nth", F.row_number().over(copies))
-        .withColumn(FIRST_AT_OFFSET, F.row_number().over(at_offset) == 1)
-        .where(F.col("_nth") == 1)
         .select(
             *keys,
-            "_copies",
             *rest,
             F.lit(None).cast("string").alias(BAD_FILE),
-            FIRST_AT_OFFSET,
+            before.isNull().alias(FIRST_AT_OFFSET),
+            F.coalesce(before == F.col(HASH), F.lit(False)).alias(DUPLICATE),
             # the value's size, so the counters read a column of numbers, not the values
             F.coalesce(F.length("value"), F.lit(0)).alias(VALUE_BYTES),
         )  # fmt: skip
@@ -278,16 +278,16 @@ def _each_record_once(records: DataFrame, unreadable: DataFrame | None) -> DataF
         # JSON lines that could not be read ride along in the same copy (their file in
         # `BAD_FILE`, their text as the value): the dumps are parsed once, and the quarantine
         # of unreadable lines costs a job only in an hour that has some
-        once = once.unionByName(
+        marked = marked.unionByName(
             unreadable.select(
                 "topic",
                 F.col("file").alias(BAD_FILE),
                 F.col("line").cast("binary").alias("value"),  # its bytes as read
-                F.lit(1).cast("long").alias("_copies"),
+                F.lit(False).alias(DUPLICATE),
             ),
             allowMissingColumns=True,
         )
-    return once
+    return marked
 
 
 def _input_stats(staged: DataFrame) -> tuple[dict[PartitionKey, dict[str, Any]], int]:
@@ -298,10 +298,10 @@ def _input_stats(staged: DataFrame) -> tuple[dict[PartitionKey, dict[str, Any]],
     rows = (
         staged.groupBy("topic", "partition", F.col(BAD_FILE).isNotNull().alias("_bad"))
         .agg(
-            F.sum("_copies").alias("records"),
-            F.count("offset").alias("distinct"),
+            F.count("*").alias("records"),
+            F.count(F.when(~F.col(DUPLICATE), F.col("offset"))).alias("distinct"),
             F.count(F.when(F.col(FIRST_AT_OFFSET), 1)).alias("distinct_offsets"),
-            F.sum(F.col(VALUE_BYTES) * F.col("_copies")).alias("bytes"),
+            F.sum(VALUE_BYTES).alias("bytes"),
             F.min("offset").alias("min_offset"),
             F.max("offset").alias("max_offset"),
         )
