@@ -55,9 +55,10 @@ def read_facts(spark: SparkSession | None, cfg: PipelineConfig, hour: datetime) 
             f"hour {H} of pipeline {cfg.name} is not merged; run `recon merge --hour {H}` first"
         )
     runs, earlier = offset_runs(layout, hour)
-    newest, gtid = event_facts(spark, layout, hour)
+    dec = read_counters(cfg, hour)
+    newest, gtid = event_facts(spark, layout, hour, dec.get("newest_event_ms"))
     return HourFacts(
-        dec=read_counters(cfg, hour),
+        dec=dec,
         mer=read_merge_result(cfg, hour),
         runs=runs,
         earlier_runs=earlier,
@@ -89,18 +90,25 @@ def offset_runs(
 
 
 def event_facts(
-    spark: SparkSession | None, layout: Layout, hour: datetime
+    spark: SparkSession | None,
+    layout: Layout,
+    hour: datetime,
+    newest_decoded: dict[str, int] | None = None,
 ) -> tuple[dict[str, int], dict[str, GtidSpan]]:
-    """(newest source time per table, GTID span per source) of the hour's events."""
+    """(newest source time per table, GTID span per source) of the hour's events; the newest
+    times as the decode counted them (`newest_decoded`) when it did (hours decoded before it
+    did: from the events)."""
     ev_dir = layout.events(hour)
-    newest: dict[str, int] = {}
+    newest: dict[str, int] = dict(newest_decoded or {})
     spans: dict[str, GtidSpan] = {}
     if spark is None or not has_parquet(ev_dir):
         return newest, spans
-    ev = spark.read.parquet(str(ev_dir)).withColumn("table", F.concat_ws(".", "db", "tbl"))
-    for r in ev.groupBy("table").agg(F.max("event_time_ms").alias("t")).collect():
-        if r["t"] is not None:
-            newest[r["table"]] = int(r["t"])
+    ev = spark.read.parquet(str(ev_dir))
+    if newest_decoded is None:
+        per_table = ev.groupBy(F.concat_ws(".", "db", "tbl").alias("table"))
+        for r in per_table.agg(F.max("event_time_ms").alias("t")).collect():
+            if r["t"] is not None:
+                newest[r["table"]] = int(r["t"])
     # GTID numbers per source: MySQL uuid:N, MariaDB domain-server-seq (ordered per domain)
     mysql = F.col("gtid").contains(":")
     src = F.when(mysql, F.expr(GTID_SOURCE_LOWER_SQL)).otherwise(

@@ -138,6 +138,8 @@ class _Decoded:
     quarantine_reasons: dict[str, int]
     unreadable_lines: int
     shapes: list[EventShape]
+    newest: dict[str, int]
+    """Newest source time (epoch ms) of the events per table, "db.table" (`newest_event_ms`)."""
 
 
 def decode_hour(
@@ -572,8 +574,9 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
     events_by_op: dict[str, int] = defaultdict(int)
     reasons: dict[str, int] = {}
     shapes: list[EventShape] = []
+    newest: dict[str, int] = {}
     if not kinds:
-        return _Decoded(stats, events_by_op, [], reasons, 0, shapes)
+        return _Decoded(stats, events_by_op, [], reasons, 0, shapes, newest)
     staged = spark.read.option("basePath", str(staging)).parquet(
         *[str(staging / f"kind={k}") for k in kinds]
     )
@@ -596,6 +599,8 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
     ).agg(
         F.sum(F.when(is_stat, F.col("n")).otherwise(F.lit(1))).alias("n"),
         F.max(is_ddl.cast("int")).alias("ddl_seen"),
+        # the audit's freshness, here where the events are read anyway (it read them again)
+        F.max(F.when(is_event, F.col("event_time_ms"))).alias("newest"),
     )
     counted = with_shape_texts(counted)
     has_ddl = False
@@ -606,6 +611,9 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
         elif r["kind"] == "event":
             events_by_op[r["name"]] += n
             shapes.append(_shape(r, n))
+            if r["newest"] is not None:  # the table named as Spark's `concat_ws` names it
+                table = ".".join(part for part in (r["db"], r["tbl"]) if part is not None)
+                newest[table] = max(newest.get(table, r["newest"]), r["newest"])
         else:
             reasons[r["name"]] = n
         has_ddl = has_ddl or bool(r["ddl_seen"])
@@ -616,7 +624,7 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
         ddls = [(r["db"], r["tbl"], r["ddl"]) for r in rows]
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
     shapes.sort(key=lambda s: tuple(str(v) for v in s.values()))
-    return _Decoded(stats, dict(events_by_op), ddls, reasons, unreadable, shapes)
+    return _Decoded(stats, dict(events_by_op), ddls, reasons, unreadable, shapes, newest)
 
 
 def _shape(row: Row, n: int) -> EventShape:
@@ -736,6 +744,7 @@ def _counters(
         "ddl": [sql for _, _, sql in decoded.ddls],
         "quarantine_reasons": dict(sorted(decoded.quarantine_reasons.items())),
         "partitions": partitions,
+        "newest_event_ms": dict(sorted(decoded.newest.items())),
     }
 
 

@@ -126,6 +126,9 @@ class DecodeCounters(TypedDict):
     ddl: list[str]
     quarantine_reasons: dict[str, int]
     partitions: list[PartitionCounters]
+    newest_event_ms: NotRequired[dict[str, int]]
+    """Newest source time (epoch ms) of the hour's events per table ("db.table"), for the
+    audit's freshness (absent: decoded before the decode kept it; the audit reads the events)."""
     event_shapes: NotRequired[DecodedShapes]
     """What the merge must know of the events before it reads them (absent: decoded before
     the decode counted it; the merge counts it then)."""

@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pyarrow.parquet as pq
 import pytest
 
 from recon.audit.report import SCHEMA_FILE
+from recon.audit.rules import iso_ms
 from recon.cli import main
+from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.demo import sample
 from recon.demo.demo import write_dump
@@ -93,7 +96,6 @@ def test_a_clean_run_balances_and_passes(spark, tmp_path: Path, capsys) -> None:
         assert r["decoding"]["counters"]["tombstones"] > 0  # Debezium's, counted as control
     # the audit table has one row per hour, and re-running an hour replaces its row
     assert main(["audit", "--pipeline", str(cfg), "--hour", _h(H1)]) == 0
-    from recon.config import load_config
     from recon.publish.iceberg import get_catalog
 
     rows = get_catalog(load_config(cfg)).load_table(("aud__recon_audit", "hours")).scan()
@@ -103,6 +105,31 @@ def test_a_clean_run_balances_and_passes(spark, tmp_path: Path, capsys) -> None:
     assert main(["report", "--pipeline", str(cfg), "--hour", _h(H1)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"aud {_h(H1)}: PASS") and "identity balances" in out
+
+
+def test_the_newest_source_time_is_the_decodes_count_or_else_read_from_the_events(
+    spark, tmp_path: Path
+) -> None:
+    """The newest source time per table, which the audit's freshness reads, is counted by the
+    decode where it reads its events back (the audit read the hour's events again for it); an
+    hour decoded before the decode counted it is read from its events, to the same report."""
+    cfg = _setup(tmp_path, "debezium_json", _records("debezium_json"))
+    assert _run(cfg) == 0
+    layout = load_config(cfg).layout
+    for h in (H0, H1):
+        ev = pq.read_table(layout.events(h), columns=["db", "tbl", "event_time_ms"]).to_pylist()
+        newest: dict[str, int] = {}
+        for e in ev:
+            name = f"{e['db']}.{e['tbl']}"
+            newest[name] = max(newest.get(name, e["event_time_ms"]), e["event_time_ms"])
+        counters = json.loads(layout.decode_counters(h).read_text())
+        assert counters["newest_event_ms"] == newest and newest
+        shown = _report(tmp_path, h)["tables"]["shop.orders"]["newest_source_time"]
+        assert shown == iso_ms(newest["shop.orders"])
+    del counters["newest_event_ms"]
+    layout.decode_counters(H1).write_text(json.dumps(counters))
+    assert main(["audit", "--pipeline", str(cfg), "--hour", _h(H1)]) == 0
+    assert _report(tmp_path, H1)["tables"]["shop.orders"]["newest_source_time"] == shown
 
 
 def test_gap_duplicate_and_garbage_are_named_and_fail_the_hour(spark, tmp_path: Path) -> None:
