@@ -111,22 +111,53 @@ def event_facts(
                 newest[r["table"]] = int(r["t"])
     # GTID numbers per source: MySQL uuid:N, MariaDB domain-server-seq (ordered per domain)
     mysql = F.col("gtid").contains(":")
-    src = F.when(mysql, F.expr(GTID_SOURCE_LOWER_SQL)).otherwise(
-        F.concat(F.lit("domain "), F.split_part("gtid", F.lit("-"), F.lit(1)))
-    )
     num = F.when(mysql, F.substring_index("gtid", ":", -1)).otherwise(
         F.split_part("gtid", F.lit("-"), F.lit(3))
+    )
+    # a MySQL GTID's text before its last `:`, found without a regular expression: the
+    # source's expression (`GTID_SOURCE_LOWER_SQL`, a regular expression) runs once per
+    # group below, on that text and a `:`, which it reads as it reads the GTID
+    before_n = F.expr(
+        "substring(gtid, 1, length(gtid) - length(substring_index(gtid, ':', -1)) - 1)"
+    )
+    key = F.when(mysql, before_n).otherwise(
+        F.concat(F.lit("domain "), F.split_part("gtid", F.lit("-"), F.lit(1)))
     )
     # a number only where the text is digits: a cast that fails costs ~3 us a row (an hour of
     # GTID sets such as `uuid:1-5` spent ~1.5 s of 500k rows in failed casts)
     n = F.when(num.rlike("^[0-9]+$"), num.try_cast("bigint"))
     g = ev.where(F.col("gtid").isNotNull() & (F.col("gtid") != "")).select(
-        src.alias("src"), n.alias("n")
+        mysql.alias("mysql"), key.alias("key"), n.alias("n")
     )
-    agg = (
+    # the distinct numbers per source as bitmaps of 32,768 numbers each (Spark's `bitmap_*`
+    # functions), OR-ed across the texts of one source and counted: a count of distinct
+    # numbers shuffled every distinct number, and ran the regular expression on every row
+    # (500k-event Debezium hour, warm: 2.2-2.7 s -> 1.4-1.5 s)
+    bits = (
         g.where(F.col("n").isNotNull())
-        .groupBy("src")
-        .agg(F.min("n").alias("lo"), F.max("n").alias("hi"), F.countDistinct("n").alias("k"))
+        .groupBy("mysql", "key", F.expr("bitmap_bucket_number(n)").alias("b"))
+        .agg(
+            F.min("n").alias("lo"),
+            F.max("n").alias("hi"),
+            F.expr("bitmap_construct_agg(bitmap_bit_position(n))").alias("bits"),
+        )
+        .withColumn("gtid", F.concat("key", F.lit(":")))
+        .groupBy(
+            F.when(F.col("mysql"), F.expr(GTID_SOURCE_LOWER_SQL))
+            .otherwise(F.col("key"))
+            .alias("src"),
+            "b",
+        )
+        .agg(
+            F.min("lo").alias("lo"),
+            F.max("hi").alias("hi"),
+            F.expr("bitmap_or_agg(bits)").alias("bits"),
+        )
+    )
+    agg = bits.groupBy("src").agg(
+        F.min("lo").alias("lo"),
+        F.max("hi").alias("hi"),
+        F.sum(F.expr("bitmap_count(bits)")).alias("k"),
     )
     for r in agg.collect():
         spans[r["src"]] = {"first": int(r["lo"]), "last": int(r["hi"]), "distinct": int(r["k"])}
