@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recon.audit.rules import GtidSpan, PartitionKey, Run
@@ -100,15 +100,19 @@ def event_facts(
     did: from the events)."""
     ev_dir = layout.events(hour)
     newest: dict[str, int] = dict(newest_decoded or {})
-    spans: dict[str, GtidSpan] = {}
     if spark is None or not has_parquet(ev_dir):
-        return newest, spans
+        return newest, {}
     ev = spark.read.parquet(str(ev_dir))
     if newest_decoded is None:
         per_table = ev.groupBy(F.concat_ws(".", "db", "tbl").alias("table"))
         for r in per_table.agg(F.max("event_time_ms").alias("t")).collect():
             if r["t"] is not None:
                 newest[r["table"]] = int(r["t"])
+    return newest, _gtid_spans(ev)
+
+
+def _gtid_spans(ev: DataFrame) -> dict[str, GtidSpan]:
+    """The span (first, last, distinct numbers) of each GTID source in the events `ev`."""
     # GTID numbers per source: MySQL uuid:N, MariaDB domain-server-seq (ordered per domain)
     mysql = F.col("gtid").contains(":")
     num = F.when(mysql, F.substring_index("gtid", ":", -1)).otherwise(
@@ -159,9 +163,10 @@ def event_facts(
         F.max("hi").alias("hi"),
         F.sum(F.expr("bitmap_count(bits)")).alias("k"),
     )
-    for r in agg.collect():
-        spans[r["src"]] = {"first": int(r["lo"]), "last": int(r["hi"]), "distinct": int(r["k"])}
-    return newest, spans
+    return {
+        r["src"]: {"first": int(r["lo"]), "last": int(r["hi"]), "distinct": int(r["k"])}
+        for r in agg.collect()
+    }
 
 
 def carried_age_hours(layout: Layout, hour: datetime) -> float | None:
