@@ -82,10 +82,18 @@ from recon.publish.iceberg import (
     published_types,
     unfit_value_checks,
 )
-from recon.spark.session import SMALL_HOUR_BYTES, SMALL_HOUR_ROWS, arrow_ddl, job_named, sized_for
+from recon.spark.session import (
+    SMALL_HOUR_BYTES,
+    SMALL_HOUR_ROWS,
+    arrow_ddl,
+    job_named,
+    kept_as_rows,
+    release,
+    sized_for,
+)
 
-# What the merge computes and reads more than once (the hour's contributions, a keyless table's
-# live rows) is kept on local disk, never as an in-memory columnar cache: an hour of any size
+# What the merge computes and reads more than once (the hour's contributions, as rows:
+# `kept_as_rows`; a keyless table's live rows) is kept on local disk, never in memory: an hour of any size
 # must not have to fit in the heap (a cache of a big hour ran out of memory in a 512 MB heap).
 # The hour's events are not kept: they are a Parquet read already, and writing them to Spark's
 # disk cache cost more than every later read of the files (500k changes into 1M rows: the hour
@@ -180,7 +188,7 @@ class _HourMerge:
             # this Spark application (a retry), though its inputs changed (a decode again)
             for name in ("contrib", "live"):
                 if name in self.__dict__:
-                    getattr(self, name).unpersist()
+                    release(getattr(self, name))
 
     def merge(self, publish: bool, limited: bool) -> MergeResult:
         self.man = load_manifest(self.cfg)
@@ -286,10 +294,11 @@ class _HourMerge:
                 "run_id": self.run_id,
             }
         nb = F.create_map(*[x for n in self.names for x in (F.lit(n), F.lit(self.buckets_of(n)))])
-        self.contrib = (
-            contrib.withColumn("bucket", F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int"))
-            .withColumn("ck", F.lit(None).cast("bigint"))  # computed for the winners (`fold`)
-            .persist(CACHE)
+        bucket = F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int")
+        self.contrib = kept_as_rows(
+            contrib.withColumn("bucket", bucket)
+            # its term of the bucket checksums, computed for the winners (`fold`)
+            .withColumn("ck", F.lit(None).cast("bigint"))
         )
 
     def find_touched_buckets(self) -> None:

@@ -79,6 +79,38 @@ def test_tombstones_pk_changes_and_multisets(spark, tmp_path: Path) -> None:
     assert man["hours"] == ["2026-01-01T00", "2026-01-01T01", "2026-01-01T02"]
 
 
+def test_a_merge_frees_what_it_kept_for_its_jobs_failed_or_not(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge keeps the hour's contributions (as rows, `kept_as_rows`) and a keyless table's
+    live rows on local disk for its jobs, and frees them when it ends, failed or not: one Spark
+    application runs the stages of many runs, where kept copies would pile up on its disk."""
+    import recon.merge.stage as merge_stage
+
+    jsc = spark.sparkContext._jsc.sc()
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    kept_before, cached_before = jsc.getPersistentRDDs().size(), cache.isEmpty()
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {}})
+    for i in (0, 1):
+        rows = [(t, j) for t in ("s.a", "s.b") for j in range(3)]
+        write_hour(
+            cfg,
+            hour(i),
+            [event(10 * i + j, t, "insert", None, {"id": j, "v": "x"}, T) for t, j in rows],
+        )
+    merge_hour(spark, cfg, hour(0), buckets=4)
+    assert jsc.getPersistentRDDs().size() == kept_before and cache.isEmpty() == cached_before
+
+    def fail(name: str) -> None:
+        if name == "merge:state-written":
+            raise RuntimeError("injected")
+
+    monkeypatch.setattr(merge_stage, "checkpoint", fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        merge_hour(spark, cfg, hour(1), buckets=4)
+    assert jsc.getPersistentRDDs().size() == kept_before and cache.isEmpty() == cached_before
+
+
 # -- properties over random change streams ------------------------------------------------------
 @st.composite
 def change_streams(draw: Any) -> list[dict[str, Any]]:
