@@ -93,8 +93,9 @@ from recon.spark.session import (
 )
 
 # What the merge computes and reads more than once (the hour's contributions, as rows:
-# `kept_as_rows`; a keyless table's live rows) is kept on local disk, never in memory: an hour of any size
-# must not have to fit in the heap (a cache of a big hour ran out of memory in a 512 MB heap).
+# `kept_as_rows`; a keyless table's live rows, cached) is kept on local disk, never in memory:
+# an hour of any size must not have to fit in the heap (a cache of a big hour ran out of
+# memory in a 512 MB heap).
 # The hour's events are not kept: they are a Parquet read already, and writing them to Spark's
 # disk cache cost more than every later read of the files (500k changes into 1M rows: the hour
 # 18.8 / 18.3 -> 16.3 / 15.8 s without it)
