@@ -4,7 +4,6 @@ follows the pipeline's policy; a clean run balances and passes."""
 from __future__ import annotations
 
 import json
-import string
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from recon.audit.facts import event_facts
 from recon.audit.report import SCHEMA_FILE
 from recon.audit.rules import iso_ms
 from recon.cli import main
 from recon.config import load_config
 from recon.core.model import RawRecord
+from recon.core.watermark import ascii_lower
 from recon.demo import sample
 from recon.demo.demo import write_dump
+from recon.layout import Layout
 from tests.support.builders import edit_pipeline, write_pipeline
 
 START = datetime(2026, 5, 1, 0, tzinfo=UTC)
@@ -313,9 +315,6 @@ def test_gtid_spans_count_each_sources_distinct_numbers(spark, tmp_path: Path) -
     lower case (server UUIDs in either case are one source; MySQL 8.4 tags are part of it), a
     MariaDB one by its domain; a number only where the text is digits and fits a long; every
     event of a transaction repeats its GTID; numbers far apart fall in buckets of their own."""
-    from recon.audit.facts import event_facts
-    from recon.layout import Layout
-
     uuid = "3E11FA47-71CA-11E1-9E33-C80AA9429562"
     gtids = [
         *(f"{uuid}:{n}" for n in (1, 2, 2, 5, 32768, 32769, 100_000, 2**63 - 1)),
@@ -346,7 +345,7 @@ def test_gtid_spans_count_each_sources_distinct_numbers(spark, tmp_path: Path) -
             continue
         if ":" in g:
             src, num = g.rsplit(":", 1)
-            src = src.translate(str.maketrans(string.ascii_uppercase, string.ascii_lowercase))
+            src = ascii_lower(src)
         else:
             src, num = f"domain {g.split('-')[0]}", g.split("-")[2]
         if num.isdigit() and int(num) < 2**63:

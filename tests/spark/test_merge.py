@@ -85,8 +85,6 @@ def test_a_merge_frees_what_it_kept_for_its_jobs_failed_or_not(
     """The merge keeps the hour's contributions (as rows, `kept_as_rows`) and a keyless table's
     live rows on local disk for its jobs, and frees them when it ends, failed or not: one Spark
     application runs the stages of many runs, where kept copies would pile up on its disk."""
-    import recon.merge.stage as merge_stage
-
     jsc = spark.sparkContext._jsc.sc()
     cache = spark._jsparkSession.sharedState().cacheManager()
     kept_before, cached_before = jsc.getPersistentRDDs().size(), cache.isEmpty()
@@ -105,7 +103,7 @@ def test_a_merge_frees_what_it_kept_for_its_jobs_failed_or_not(
         if name == "merge:state-written":
             raise RuntimeError("injected")
 
-    monkeypatch.setattr(merge_stage, "checkpoint", fail)
+    monkeypatch.setattr("recon.merge.stage.checkpoint", fail)
     with pytest.raises(RuntimeError, match="injected"):
         merge_hour(spark, cfg, hour(1), buckets=4)
     assert jsc.getPersistentRDDs().size() == kept_before and cache.isEmpty() == cached_before
