@@ -73,7 +73,7 @@ RAW_FIELDS: list[pa.Field] = [
 RAW_SCHEMA = pa.schema(RAW_FIELDS)
 
 # mapInArrow returns one schema, so the decode stream writes one union row kind per output:
-# kind = event | quarantine | carry | stat.
+# kind = event | quarantine | carry | stat | pairable | shape (`recon.decode.stream`).
 OUTPUT_SCHEMA = pa.schema(
     [pa.field("kind", pa.string())]
     + EVENT_FIELDS

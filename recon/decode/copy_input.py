@@ -137,5 +137,6 @@ def decode_copy_files(
         else:  # no merge layer on every record when nothing was carried in (most hours)
             own = _copy_records(f, skip)
             streams.append(with_carried(own, carried) if carried else own)
-    for rows in write_task_files(decode_raw(chain.from_iterable(streams), fmt, ctx), staging):
+    batches = decode_raw(chain.from_iterable(streams), fmt, ctx, shapes=True)
+    for rows in write_task_files(batches, staging):
         yield from zip(*(c.to_pylist() for c in rows.columns), strict=True)

@@ -17,13 +17,14 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, Row, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -49,9 +50,15 @@ from recon.decode.summary import (
     DecodedShapes,
     EventShape,
     shape_keys,
+    summary_rows,
     with_shape_texts,
 )
-from recon.decode.task_files import FILE_ROWS_DDL, commit_task_files, write_task_files
+from recon.decode.task_files import (
+    FILE_ROWS_DDL,
+    SUMMARY,
+    commit_task_files,
+    write_task_files,
+)
 from recon.faults import checkpoint
 from recon.layout import (
     Layout,
@@ -161,9 +168,9 @@ def decode_hour(
     small = dump_bytes(cfg.raw_path, cfg.topics, [hour]) < SMALL_HOUR_BYTES
     with sized_for(spark, small):
         inp = _read_input(spark, cfg, hour, files, copy, skip)
-        _decode_to_staging(spark, cfg, hour, inp, staging)
-        paired = _pair_across_partitions(spark, staging)
-        decoded = _read_staged(spark, staging)
+        unreadable = _decode_to_staging(spark, cfg, hour, inp, staging)
+        paired, paired_events = _pair_across_partitions(spark, staging)
+        decoded = _read_staged(spark, staging, unreadable + paired_events)
         _count_paired(decoded, paired)
         _write_offset_intervals(
             inp.distinct, inp.stats, staging / "offsets", staging / "offset_hashes"
@@ -438,8 +445,9 @@ def _carried_records(spark: SparkSession, carry_dir: Path) -> DataFrame:
 
 def _decode_to_staging(
     spark: SparkSession, cfg: PipelineConfig, hour: datetime, inp: _Input, staging: Path
-) -> None:
-    """One decoder per (topic, partition), in offset order; output partitioned by row kind."""
+) -> list[dict[str, Any]]:
+    """One decoder per (topic, partition), in offset order; output partitioned by row kind.
+    Returns the summary rows of the unreadable dump lines it quarantined (`_spark_summary`)."""
     ctx = DecodeContext(
         tables=table_defs_before(cfg, hour),
         primary_keys={n: list(t.primary_key) for n, t in cfg.tables.items() if t.primary_key},
@@ -450,7 +458,7 @@ def _decode_to_staging(
     else:
 
         def decode_partition(batches: Any) -> Any:
-            yield from write_task_files(decode_stream(batches, fmt, ctx), out)
+            yield from write_task_files(decode_stream(batches, fmt, ctx, shapes=True), out)
 
         # one task per Kafka partition stream at most (each is decoded in order by one task)
         shuffle_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
@@ -464,9 +472,10 @@ def _decode_to_staging(
             # one row per file the successful task attempts wrote (`recon.decode.task_files`)
             files = [(r["task"], r["kind"], r["path"]) for r in decoded.collect()]
     commit_task_files(files, staging)
-    if inp.unreadable is not None:
-        with job_named(spark, "decode: unreadable dump lines to quarantine"):
-            _stage_unreadable(inp.unreadable, staging)
+    if inp.unreadable is None:
+        return []
+    with job_named(spark, "decode: unreadable dump lines to quarantine"):
+        return _stage_unreadable(inp.unreadable, staging)
 
 
 def _decode_copy(
@@ -498,8 +507,9 @@ def _decode_copy(
         return rdd.collect()
 
 
-def _stage_unreadable(unreadable: DataFrame, staging: Path) -> None:
-    """Dump lines that could not be read at all join the quarantine, with their text."""
+def _stage_unreadable(unreadable: DataFrame, staging: Path) -> list[dict[str, Any]]:
+    """Dump lines that could not be read at all join the quarantine, with their text; returns
+    their summary rows."""
     bad = unreadable.select(
         F.lit("quarantine").alias("kind"),
         "topic",
@@ -514,17 +524,21 @@ def _stage_unreadable(unreadable: DataFrame, staging: Path) -> None:
             bad = bad.withColumn(f.name, F.lit(None).cast(output[f.name].dataType))
     out_cols = [f.name for f in OUTPUT_SCHEMA]
     bad.select(*out_cols).write.mode("append").partitionBy("kind").parquet(str(staging))
+    return _spark_summary(bad)
 
 
-def _pair_across_partitions(spark: SparkSession, staging: Path) -> dict[PartitionKey, int]:
+def _pair_across_partitions(
+    spark: SparkSession, staging: Path
+) -> tuple[dict[PartitionKey, int], list[dict[str, Any]]]:
     """Records a decoder carried with a `pairable` event (a DataWorks UPDATE_BEFOR waiting for
     its UPDATE_AFTER) whose partner came in another partition of the hour (an AFTER of the
     same table and sequenceId that found no BEFOR): their event joins the hour's events and
     they leave the carry. A topic partitioned by primary key does this to every update that
-    changes the key. Returns how many per (topic, partition) of the carried record."""
+    changes the key. Returns how many per (topic, partition) of the carried record, and the
+    summary rows of the events they add (`_spark_summary`)."""
     shadows, events = staging / "kind=pairable", staging / "kind=event"
     if not (has_parquet(shadows) and has_parquet(events)):
-        return {}
+        return {}, []
     seq = F.substring("order_key", 1, 16)  # the sequenceId part of the order key
     lonely_afters = (
         spark.read.parquet(str(events))
@@ -541,8 +555,11 @@ def _pair_across_partitions(spark: SparkSession, staging: Path) -> dict[Partitio
         (r["topic"], r["partition"]): int(r["n"])
         for r in coords.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
     }
+    added: list[dict[str, Any]] = []
     if counts:
-        matched.drop("_seq").write.mode("append").parquet(str(events))
+        matched = matched.drop("_seq")
+        added = _spark_summary(matched.withColumn("kind", F.lit("event")))
+        matched.write.mode("append").parquet(str(events))
         carry = staging / "kind=carry"
         kept = spark.read.parquet(str(carry)).join(
             coords, ["topic", "partition", "offset"], "left_anti"
@@ -552,7 +569,7 @@ def _pair_across_partitions(spark: SparkSession, staging: Path) -> dict[Partitio
         (staging / "carry_kept").rename(carry)
     coords.unpersist()
     shutil.rmtree(shadows)
-    return counts
+    return counts, added
 
 
 def _count_paired(decoded: _Decoded, paired: dict[PartitionKey, int]) -> None:
@@ -565,49 +582,48 @@ def _count_paired(decoded: _Decoded, paired: dict[PartitionKey, int]) -> None:
         st[Stat.UPDATE_BEFOR_PAIRED_ACROSS_PARTITIONS] = n
 
 
-def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
-    """The decoders' counters, the events per operation and shape (`recon.decode.summary`), the
-    quarantine's reasons and the hour's DDL, read back from the staged output in one aggregate
-    (one job where it was one per kind), then the DDL rows themselves only when there are any."""
-    kinds = [k for k in ("stat", "event", "quarantine") if (staging / f"kind={k}").exists()]
-    stats: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
-    events_by_op: dict[str, int] = defaultdict(int)
-    reasons: dict[str, int] = {}
-    shapes: list[EventShape] = []
-    newest: dict[str, int] = {}
-    if not kinds:
-        return _Decoded(stats, events_by_op, [], reasons, 0, shapes, newest)
-    staged = spark.read.option("basePath", str(staging)).parquet(
-        *[str(staging / f"kind={k}") for k in kinds]
-    )
-    is_stat, is_event = F.col("kind") == "stat", F.col("kind") == "event"
+def _spark_summary(staged: DataFrame) -> list[dict[str, Any]]:
+    """The summary rows (`recon.decode.summary.summary_rows`) of output rows Spark wrote
+    (`kind`: event or quarantine), in one aggregate: unreadable dump lines, and the events
+    of updates paired across partitions."""
+    is_event = F.col("kind") == "event"
     # a DDL that could not be read was quarantined: it still leaves its table unreadable
     is_ddl = (is_event & (F.col("op") == "ddl")) | (
         (F.col("kind") == "quarantine") & F.col("ddl").isNotNull()
     )
     counted = staged.groupBy(
         "kind",
-        F.when(is_stat, F.col("topic")).alias("topic"),
-        F.when(is_stat, F.col("partition")).alias("partition"),
-        F.when(is_stat, F.col("stat"))
-        .when(is_event, F.col("op"))
-        .otherwise(F.col("reason"))
-        .alias("name"),
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("int").alias("partition"),
+        F.when(is_event, F.col("op")).otherwise(F.col("reason")).alias("name"),
         F.when(is_event, F.col("db")).alias("db"),
         F.when(is_event, F.col("tbl")).alias("tbl"),
         *shape_keys(among=is_event),
     ).agg(
-        F.sum(F.when(is_stat, F.col("n")).otherwise(F.lit(1))).alias("n"),
-        F.max(is_ddl.cast("int")).alias("ddl_seen"),
-        # the audit's freshness, here where the events are read anyway (it read them again)
+        F.count("*").alias("n"),
+        F.max(is_ddl).alias("ddl_seen"),
         F.max(F.when(is_event, F.col("event_time_ms"))).alias("newest"),
     )
-    counted = with_shape_texts(counted)
+    return [r.asDict() for r in with_shape_texts(counted).collect()]
+
+
+def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]) -> _Decoded:
+    """The decoders' counters, the events per operation and shape (`recon.decode.summary`), the
+    quarantine's reasons and the newest source time per table, added up from the decode tasks'
+    summaries and the `extra` rows (`_spark_summary`); then the hour's DDL statements, read from
+    the staged output only when there are any."""
+    stats: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
+    events_by_op: dict[str, int] = defaultdict(int)
+    reasons: dict[str, int] = defaultdict(int)
+    shapes: list[EventShape] = []
+    newest: dict[str, int] = {}
+    tasks = sorted((staging / f"kind={SUMMARY}").glob("*.json"))
     has_ddl = False
-    for r in counted.collect():
+    for r in summary_rows([*chain.from_iterable(map(read_json, tasks)), *extra]):
         n = int(r["n"])
         if r["kind"] == "stat":
-            stats[(r["topic"], r["partition"])][r["name"]] = n
+            by_stat = stats[(r["topic"], r["partition"])]
+            by_stat[r["name"]] = by_stat.get(r["name"], 0) + n
         elif r["kind"] == "event":
             events_by_op[r["name"]] += n
             shapes.append(_shape(r, n))
@@ -615,19 +631,31 @@ def _read_staged(spark: SparkSession, staging: Path) -> _Decoded:
                 table = ".".join(part for part in (r["db"], r["tbl"]) if part is not None)
                 newest[table] = max(newest.get(table, r["newest"]), r["newest"])
         else:
-            reasons[r["name"]] = n
-        has_ddl = has_ddl or bool(r["ddl_seen"])
-    ddls: list[tuple[str, str, str]] = []
-    if has_ddl:
-        rows = staged.where(is_ddl).select("order_key", "db", "tbl", "ddl").collect()
-        rows.sort(key=lambda r: (r["order_key"] is not None, r["order_key"] or b""))  # nulls first
-        ddls = [(r["db"], r["tbl"], r["ddl"]) for r in rows]
+            reasons[r["name"]] += n
+        has_ddl = has_ddl or r["ddl_seen"]
+    ddls = _staged_ddls(spark, staging) if has_ddl else []
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
     shapes.sort(key=lambda s: tuple(str(v) for v in s.values()))
-    return _Decoded(stats, dict(events_by_op), ddls, reasons, unreadable, shapes, newest)
+    return _Decoded(stats, dict(events_by_op), ddls, dict(reasons), unreadable, shapes, newest)
 
 
-def _shape(row: Row, n: int) -> EventShape:
+def _staged_ddls(spark: SparkSession, staging: Path) -> list[tuple[str, str, str]]:
+    """The hour's DDL statements (db, table, statement) in source order: the DDL events, and
+    the DDL of records quarantined as they could not be read (it still leaves its table
+    unreadable)."""
+    kinds = [k for k in ("event", "quarantine") if (staging / f"kind={k}").exists()]
+    staged = spark.read.option("basePath", str(staging)).parquet(
+        *[str(staging / f"kind={k}") for k in kinds]
+    )
+    is_ddl = ((F.col("kind") == "event") & (F.col("op") == "ddl")) | (
+        (F.col("kind") == "quarantine") & F.col("ddl").isNotNull()
+    )
+    rows = staged.where(is_ddl).select("order_key", "db", "tbl", "ddl").collect()
+    rows.sort(key=lambda r: (r["order_key"] is not None, r["order_key"] or b""))  # nulls first
+    return [(r["db"], r["tbl"], r["ddl"]) for r in rows]
+
+
+def _shape(row: dict[str, Any], n: int) -> EventShape:
     shape: dict[str, Any] = {"db": row["db"], "tbl": row["tbl"], "op": row["name"], "n": n}
     shape.update((f, row[f]) for f in SHAPE_FIELDS)
     return shape  # type: ignore[return-value]

@@ -2,17 +2,25 @@
 (`recon.merge.schemas.HourSummary`): the events per source table and op, each DDL statement,
 and each distinct shape of the row images (their columns, types, key and defaults as sent).
 
-The decode counts them in the aggregate it reads its own output back with (one pass it makes
-anyway), and keeps them with its counters, with the events folder's files they were counted
-from; the merge takes them from there instead of reading the hour's events once more (a Spark
-job, a tenth of a small hour's merge), and counts them itself for an hour decoded before, or
-whose events are no longer the ones counted.
+Each decode task counts them as it writes its output (`TaskSummary`), beside its counters,
+the reasons of its quarantine and the newest source time per table, into a small summary
+file: the decode adds up the tasks' summaries (`summary_rows`) instead of reading its own
+output back with Spark. The decode keeps the shapes with its counters, with the events
+folder's files they were counted from; the merge takes them from there instead of reading the
+hour's events once more (a Spark job, a tenth of a small hour's merge), and counts them itself
+(`shape_keys`, `with_shape_texts`) for an hour decoded before, or whose events are no longer
+the ones counted.
 """
 
 from __future__ import annotations
 
-from typing import TypedDict
+import json
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any, TypedDict
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -84,3 +92,111 @@ class DecodedShapes(TypedDict):
 
     events_files: list[tuple[str, int, int]]
     shapes: list[EventShape]
+
+
+SUMMARY_COLUMNS = ("kind", "topic", "partition", "name", "db", "tbl", *SHAPE_FIELDS)
+"""What a row of a decode's summary is counted by (`TaskSummary.rows`); each also holds `n`,
+`ddl_seen` (a DDL statement is among them) and `newest` (the events' newest source time)."""
+
+
+def _json(value: Any) -> str | None:
+    """Spark's `to_json` of a list or a dict (what `with_shape_texts` writes)."""
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def shape_texts(row: dict[str, Any]) -> tuple[str | None, ...]:
+    """The `SHAPE_FIELDS` texts of one event (a row of Arrow's `to_pylist`: maps as pairs)."""
+    if row["op"] == "ddl":
+        at = None if row["order_key"] is None else row["order_key"].hex().upper()
+        return (row["ddl"], at, None, None, None, None)
+    image = row["after"] if row["after"] is not None else row["before"]
+    types, defaults = row["types"], row["defaults"]
+    return (
+        None,
+        None,
+        None if image is None else _json([k for k, _ in image]),
+        None if types is None else _json(dict(types)),
+        _json(row["pk"]),
+        None if defaults is None else _json(dict(defaults)),
+    )
+
+
+class TaskSummary:
+    """What a decode task's output holds, counted as the task writes it: the decoder's
+    counters per partition, the events per table, op and shape (from the stream's `shape`
+    rows), the newest source time per table, and the quarantine's reasons."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[Any, ...]] = Counter()
+        self.ddl: set[tuple[Any, ...]] = set()
+        self.newest: dict[tuple[str | None, str | None], int] = {}
+
+    def add(self, kind: str, batch: pa.RecordBatch) -> bool:
+        """Count `batch` of one row `kind`; True: it is counted only, not written (counters
+        and shapes)."""
+        if kind == "stat":
+            for r in batch.select(["topic", "partition", "stat", "n"]).to_pylist():
+                self.counts[("stat", r["topic"], r["partition"], r["stat"], None, None,
+                             *[None] * len(SHAPE_FIELDS))] += r["n"]  # fmt: skip
+            return True
+        if kind == "shape":
+            for r in batch.to_pylist():
+                key = ("event", None, None, r["op"], r["db"], r["tbl"], *shape_texts(r))
+                self.counts[key] += r["n"]
+                if r["op"] == "ddl":
+                    self.ddl.add(key)
+            return True
+        if kind == "event":
+            self._add_newest(batch)
+        elif kind == "quarantine":
+            self._add_reasons(batch)
+        return False
+
+    def _add_newest(self, batch: pa.RecordBatch) -> None:
+        by_table = pa.Table.from_batches([batch.select(["db", "tbl", "event_time_ms"])])
+        newest = by_table.group_by(["db", "tbl"], use_threads=False).aggregate(
+            [("event_time_ms", "max")]
+        )
+        for r in newest.to_pylist():
+            ms, table = r["event_time_ms_max"], (r["db"], r["tbl"])
+            if ms is not None:
+                self.newest[table] = max(self.newest.get(table, ms), ms)
+
+    def _add_reasons(self, batch: pa.RecordBatch) -> None:
+        reasons = pa.table({"reason": batch.column("reason"),
+                            "ddl": pc.is_valid(batch.column("ddl"))})  # fmt: skip
+        counted = reasons.group_by(["reason", "ddl"], use_threads=False).aggregate(
+            [("reason", "count", pc.CountOptions(mode="all"))]
+        )
+        for r in counted.to_pylist():
+            key = ("quarantine", None, None, r["reason"], None, None, *[None] * len(SHAPE_FIELDS))
+            self.counts[key] += r["reason_count"]
+            if r["ddl"]:
+                self.ddl.add(key)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The summary as rows (`SUMMARY_COLUMNS`, `n`, `ddl_seen`, `newest`)."""
+        out = []
+        for key, n in self.counts.items():
+            row = dict(zip(SUMMARY_COLUMNS, key, strict=True))
+            newest = self.newest.get((row["db"], row["tbl"])) if row["kind"] == "event" else None
+            out.append({**row, "n": n, "ddl_seen": key in self.ddl, "newest": newest})
+        return out
+
+
+def summary_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of several summaries (the tasks', and Spark's aggregate of what the decode stage
+    adds: `shape_keys`, `with_shape_texts`) added up by `SUMMARY_COLUMNS`."""
+    added: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        key = tuple(r[c] for c in SUMMARY_COLUMNS)
+        got = added.get(key)
+        if got is None:
+            added[key] = {**{c: r[c] for c in SUMMARY_COLUMNS}, "n": int(r["n"]),
+                          "ddl_seen": bool(r["ddl_seen"]), "newest": r["newest"]}  # fmt: skip
+            continue
+        got["n"] += int(r["n"])
+        got["ddl_seen"] = got["ddl_seen"] or bool(r["ddl_seen"])
+        if r["newest"] is not None:
+            got["newest"] = max(got["newest"] or r["newest"], r["newest"])
+    return list(added.values())

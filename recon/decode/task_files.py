@@ -7,6 +7,11 @@ written again as Parquet (measured on 2 cores, a 100k-message DataWorks hour: 2.
 JVM per task beside 0.9 s of decoding). Here the worker writes the batches with Arrow's Parquet
 writer, one file per row kind, into a folder of its own attempt, and returns one row per file.
 
+Beside its files, a task writes a summary of what they hold (`recon.decode.summary.TaskSummary`:
+the decoder's counters, the events per table, op and shape, the quarantine's reasons), so the
+driver adds those up instead of reading the output back with Spark; the counters and shapes
+are in the summary only.
+
 Spark's rule for output holds: only a task attempt that succeeded counts. The driver collects
 the rows of the successful attempts (one per task) and moves their files into place
 (`<staging>/kind=<kind>/part-<task>.parquet`, the layout Spark's `partitionBy("kind")` wrote);
@@ -15,6 +20,7 @@ files of failed or duplicate attempts stay in `_tasks` and are deleted with it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -26,9 +32,12 @@ import pyarrow.parquet as pq
 from pyspark import TaskContext
 
 from recon.core.model import OUTPUT_SCHEMA
+from recon.decode.summary import TaskSummary
 from recon.faults import fail_once
 
 TASKS = "_tasks"  # under the staging folder; Spark's readers skip names starting with `_`
+SUMMARY = "summary"
+"""The kind of a task's summary file (JSON: `TaskSummary.rows`)."""
 FILE_ROWS_DDL = "task int, kind string, path string"
 _FILE_ROWS = pa.schema(
     [
@@ -47,27 +56,32 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
     task, attempt = (tc.partitionId(), tc.taskAttemptId()) if tc else (0, 0)
     folder = Path(staging) / TASKS / f"{task:05d}-{attempt}"  # the attempt's id is unique
     files: dict[str, _KindFile] = {}
+    summary = TaskSummary()
     try:
         for batch in batches:
             kinds = batch.column(0)
             present = pc.unique(kinds).to_pylist()
             for kind in present:
                 part = batch if len(present) == 1 else batch.filter(pc.equal(kinds, kind))
+                if summary.add(kind, part):
+                    continue
                 if kind not in files:
                     files[kind] = _KindFile(folder / f"kind={kind}" / "part.parquet")
                 files[kind].add(pa.RecordBatch.from_arrays(part.columns[1:], schema=_FILE_SCHEMA))
     finally:
         for f in files.values():
             f.close()
+    paths = {k: str(f.path) for k, f in files.items()}
+    rows = summary.rows()
+    if rows:
+        paths[SUMMARY] = str(folder / f"kind={SUMMARY}" / "part.json")
+        Path(paths[SUMMARY]).parent.mkdir(parents=True, exist_ok=True)
+        Path(paths[SUMMARY]).write_text(json.dumps(rows))
     fail_once("decode:task-files-written")  # retry tests: an attempt whose files are written
-    if files:
-        kinds = sorted(files)
+    if paths:
+        kinds = sorted(paths)
         yield pa.RecordBatch.from_pydict(
-            {
-                "task": [task] * len(kinds),
-                "kind": kinds,
-                "path": [str(files[k].path) for k in kinds],
-            },
+            {"task": [task] * len(kinds), "kind": kinds, "path": [paths[k] for k in kinds]},
             schema=_FILE_ROWS,
         )
 
@@ -108,9 +122,10 @@ class _KindFile:
 
 def commit_task_files(files: Iterable[tuple[int, str, str]], staging: Path) -> None:
     """On the driver, after the job: move the successful attempts' files (task, kind, path)
-    into `<staging>/kind=<kind>/part-<task>.parquet`, then drop every attempt's folder."""
+    into `<staging>/kind=<kind>/part-<task>.parquet` (a summary: `.json`), then drop every
+    attempt's folder."""
     for task, kind, path in files:
-        dest = staging / f"kind={kind}" / f"part-{task:05d}.parquet"
+        dest = staging / f"kind={kind}" / f"part-{task:05d}{Path(path).suffix}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, dest)
     shutil.rmtree(staging / TASKS, ignore_errors=True)

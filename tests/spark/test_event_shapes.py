@@ -15,6 +15,7 @@ import pytest
 from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.decode.stage import decode_hour
+from recon.decode.summary import shape_texts
 from recon.demo.demo import write_dump
 from recon.layout import read_json
 from recon.merge import stage as merge_stage
@@ -68,8 +69,14 @@ def _hour_records() -> list[RawRecord]:
     return [RawRecord("cdc.shop", i % 2, i, None, v, MS + i) for i, v in enumerate(values)]
 
 
-def _decoded(tmp: Path) -> Any:
-    write_dump(tmp / "raw", "cdc.shop", _hour_records(), "parquet", [H])
+def _decoded(tmp: Path, garbage: bool = False) -> Any:
+    records = _hour_records()
+    if garbage:  # a record that is not JSON in each partition, an insert's shape in both
+        records += [RawRecord("cdc.shop", p, 100 + p, None, b"\x00no", MS) for p in (0, 1)]
+        fields = [_field("id", "int32"), _field("v", "string"), _field("n", "int32", default=7)]
+        insert = _dbz("shop", "orders", "c", {"id": 5, "v": "e", "n": 5}, None, 20, fields)
+        records.append(RawRecord("cdc.shop", 1, 50, None, insert, MS + 20))
+    write_dump(tmp / "raw", "cdc.shop", records, "parquet", [H])
     tables = {
         "shop.orders": {"primary_key": ["id"]},
         "shop.items": {},
@@ -78,6 +85,31 @@ def _decoded(tmp: Path) -> Any:
     path = write_pipeline(tmp / "p.yaml", name="p", format="debezium_json", topics=["cdc.shop"],
                           start=H.isoformat(), tables=tables)  # fmt: skip
     return load_config(path)
+
+
+def test_the_decode_counters_add_up_what_its_outputs_hold(spark, tmp_path: Path) -> None:
+    """The decode tasks count their output as they write it (`TaskSummary`); the driver adds
+    up their summaries: events per op, quarantine reasons, the newest source time per table
+    and the shapes equal Spark's count of the outputs the hour published (two partitions,
+    so two tasks: the same shape and the same reason in both)."""
+    from pyspark.sql import functions as F
+
+    cfg = _decoded(tmp_path, garbage=True)
+    c = decode_hour(spark, cfg, H)
+    events = spark.read.parquet(str(cfg.layout.events(H)))
+    by_op = {r["op"]: r["count"] for r in events.groupBy("op").count().collect()}
+    assert c["events_by_op"] == by_op and by_op["insert"] == 7
+    quarantine = spark.read.parquet(str(cfg.layout.quarantine(H)))
+    reasons = {r["reason"]: r["count"] for r in quarantine.groupBy("reason").count().collect()}
+    assert c["quarantine_reasons"] == reasons and sum(reasons.values()) == 2
+    table = F.concat_ws(".", "db", "tbl").alias("t")
+    newest = events.groupBy(table).agg(F.max("event_time_ms").alias("ms")).collect()
+    assert c["newest_event_ms"] == {r["t"]: r["ms"] for r in newest if r["ms"] is not None}
+    shapes = c["event_shapes"]["shapes"]
+    assert sum(s["n"] for s in shapes) == events.count()
+    keys = [tuple(v for k, v in s.items() if k != "n") for s in shapes]
+    assert len(keys) == len(set(keys))  # each shape once, whichever tasks counted it
+    assert c["totals"]["records_in"] == len(_hour_records()) + 3
 
 
 def _comparable(s: HourSummary) -> tuple[Any, ...]:
@@ -231,3 +263,7 @@ def test_shape_texts_written_per_group_are_the_texts_written_per_event(spark) ->
     key = lambda r: tuple(str(v) for v in r)  # noqa: E731
     assert sorted(got.collect(), key=key) == sorted(want.collect(), key=key)
     assert want.count() == 5  # the two inserts have one shape
+    # a decode task writes the same texts from each event's values (`TaskSummary`)
+    texts = events.where(among).select(*per_event).collect()
+    in_python = [shape_texts(r) for r in events.where(among).toArrow().to_pylist()]
+    assert in_python == [tuple(r) for r in texts]
