@@ -10,7 +10,7 @@ Values are converted with the schema's semantic types where the message carries 
 from __future__ import annotations
 
 from binascii import a2b_base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,16 +277,31 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
     def _key_columns(self, rec: RawRecord, db: str, tbl: str) -> list[str]:
         configured = self.ctx.primary_keys.get(f"{db}.{tbl}")
         if configured:
-            return list(configured)
+            return _shared_key(configured)
         if not rec.key:
-            return []
+            return _shared_key(())
         try:
             key = orjson.loads(rec.key)
         except orjson.JSONDecodeError:
-            return []
+            return _shared_key(())
         if isinstance(key, dict) and "payload" in key and "schema" in key:
             key = key["payload"]
-        return list(key.keys()) if isinstance(key, dict) else []
+        return _shared_key(key if isinstance(key, dict) else ())
+
+
+_KEY_LISTS: dict[tuple[str, ...], list[str]] = {}
+
+
+def _shared_key(columns: Iterable[str]) -> list[str]:
+    """One list per distinct key (read-only for callers), bounded: a table's events share
+    it, so their Arrow column and their shape are built once per batch, not per event."""
+    key = tuple(columns)
+    got = _KEY_LISTS.get(key)
+    if got is None:
+        if len(_KEY_LISTS) >= 1024:
+            _KEY_LISTS.clear()
+        got = _KEY_LISTS[key] = list(key)
+    return got
 
 
 _PARSE = SharedMemberJson("schema")
@@ -410,6 +425,10 @@ def _images(
     after = _image(payload, "after", fields, parts, types)
     which = "after" if fields.get("after") else "before"  # the image whose defaults count
     part = parts.get(which)
+    if part is not None and types == part.types:
+        # the schema's own (read-only) object, shared by the table's events: their Arrow
+        # column and their shape are then built once per batch, not per event
+        types = part.types
     if part is not None and not part.defaults:
         return before, after, types, {}
     return before, after, types, _defaults(fields.get(which), types)
