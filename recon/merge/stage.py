@@ -374,7 +374,7 @@ class _HourMerge:
             n: unfit_value_checks(self.schemas[n], self.published[n], "row") for n in self.names
         }
         keyed = [n for n in self.names if self.schemas[n].primary_key]
-        self.bstats = bucket_stats(state, self.live, checks, keyed)
+        self.bstats = bucket_stats(state, self.live, checks, keyed, ms_tables)
 
     def update_entry(self, n: str, entry: TableEntry) -> None:
         """Point the table's touched buckets at the folders this run wrote."""

@@ -137,20 +137,28 @@ def bucket_stats(
     live: DataFrame,
     checks: dict[str, list[tuple[str, str]]],
     keyed: list[str],
+    ms_tables: list[str],
 ) -> dict[tuple[str, int], BucketStats]:
     """Per (table, bucket) written: live rows, their order-independent checksum (the sum of
     the rows' `ck`, kept with each state row), state rows; and over the live rows, per table's
     `checks` (column, SQL over `row`) the values that do not fit, and the duplicate keys of
-    `keyed` tables. One job (the checks were a pass of their own over the rows written)."""
+    `keyed` tables. One job (the checks were a pass of their own over the rows written). The
+    live rows of a table with a key are its state rows of sign 1, counted in the same scan of
+    the state (a union with `live` read the files twice: ~0.3 s an hour); those of a multiset
+    table (`ms_tables`) are read from `live` (`live_rows`)."""
     out: dict[tuple[str, int], BucketStats] = {}
-    no_ck = F.lit(None).cast("bigint")
+    is_ms = is_multiset(ms_tables)
+    lives = ~is_ms & (F.col("sign") == 1)
     both = state.select(
-        "table", "bucket", F.lit(1).alias("s"), F.lit(0).alias("r"), no_ck.alias("ck"),
-        F.lit(None).cast("map<string,string>").alias("row"), F.lit(None).cast("string").alias("key"),
+        "table", "bucket", F.lit(1).alias("s"), lives.cast("int").alias("r"),
+        *[F.when(lives, F.col(c)).alias(c) for c in ("ck", "row", "key")],
     )  # fmt: skip
-    both = both.unionByName(
-        live.select("table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck", "row", "key")
-    )
+    if ms_tables:
+        both = both.unionByName(
+            live.where(is_ms).select(
+                "table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck", "row", "key"
+            )
+        )
     counted = [  # (table, column, alias of its sum, the check)
         (t, c, f"_u{i}_{j}", bad)
         for i, (t, cols) in enumerate(sorted(checks.items()))

@@ -213,7 +213,7 @@ def test_bucket_stats_count_what_publish_would_write_as_null_and_duplicate_keys(
     )
     checks = {"a": [("n", "(row['n'] is not null and try_cast(row['n'] as int) is null)")],
               "b": [("n", "(row['n'] is not null and try_cast(row['n'] as int) is null)")]}  # fmt: skip
-    got = bucket_stats(state, live_rows(state, ["b"]), checks, keyed=["a"])
+    got = bucket_stats(state, live_rows(state, ["b"]), checks, keyed=["a"], ms_tables=["b"])
     assert {k: (v["rows"], v["state_rows"], v["unfit"], v["dup_keys"]) for k, v in got.items()} == {
         ("a", 0): (2, 2, {"n": 1}, 0),
         ("a", 1): (2, 3, {"n": 1}, 1),
