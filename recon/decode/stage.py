@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -582,15 +582,18 @@ def _count_paired(decoded: _Decoded, paired: dict[PartitionKey, int]) -> None:
         st[Stat.UPDATE_BEFOR_PAIRED_ACROSS_PARTITIONS] = n
 
 
+def _is_ddl() -> Column:
+    """An output row of a DDL statement: a DDL event, or a DDL that could not be read (it was
+    quarantined, and still leaves its table unreadable)."""
+    is_event, is_quarantine = F.col("kind") == "event", F.col("kind") == "quarantine"
+    return (is_event & (F.col("op") == "ddl")) | (is_quarantine & F.col("ddl").isNotNull())
+
+
 def _spark_summary(staged: DataFrame) -> list[dict[str, Any]]:
     """The summary rows (`recon.decode.summary.summary_rows`) of output rows Spark wrote
     (`kind`: event or quarantine), in one aggregate: unreadable dump lines, and the events
     of updates paired across partitions."""
     is_event = F.col("kind") == "event"
-    # a DDL that could not be read was quarantined: it still leaves its table unreadable
-    is_ddl = (is_event & (F.col("op") == "ddl")) | (
-        (F.col("kind") == "quarantine") & F.col("ddl").isNotNull()
-    )
     counted = staged.groupBy(
         "kind",
         F.lit(None).cast("string").alias("topic"),
@@ -601,7 +604,7 @@ def _spark_summary(staged: DataFrame) -> list[dict[str, Any]]:
         *shape_keys(among=is_event),
     ).agg(
         F.count("*").alias("n"),
-        F.max(is_ddl).alias("ddl_seen"),
+        F.max(_is_ddl()).alias("ddl_seen"),
         F.max(F.when(is_event, F.col("event_time_ms"))).alias("newest"),
     )
     return [r.asDict() for r in with_shape_texts(counted).collect()]
@@ -647,10 +650,7 @@ def _staged_ddls(spark: SparkSession, staging: Path) -> list[tuple[str, str, str
     staged = spark.read.option("basePath", str(staging)).parquet(
         *[str(staging / f"kind={k}") for k in kinds]
     )
-    is_ddl = ((F.col("kind") == "event") & (F.col("op") == "ddl")) | (
-        (F.col("kind") == "quarantine") & F.col("ddl").isNotNull()
-    )
-    rows = staged.where(is_ddl).select("order_key", "db", "tbl", "ddl").collect()
+    rows = staged.where(_is_ddl()).select("order_key", "db", "tbl", "ddl").collect()
     rows.sort(key=lambda r: (r["order_key"] is not None, r["order_key"] or b""))  # nulls first
     return [(r["db"], r["tbl"], r["ddl"]) for r in rows]
 
