@@ -141,24 +141,48 @@ def recon_rows(work: Path) -> int:
     return int(table.scan(selected_fields=("id",)).to_arrow().num_rows)
 
 
-def run_paths(work: Path, fmt: str, paths: tuple[str, ...]) -> dict[str, Any]:
-    env = _env()
+def _command(work: Path, fmt: str, path: str) -> list[str]:
+    if path == "recon":
+        return [sys.executable, "-m", "recon.cli", "run", "--pipeline", str(work / "pipeline.yaml"), "--from", HOUR]  # fmt: skip
     hour_dir = str(work / "raw" / "bench")
-    out: dict[str, Any] = {}
-    for path in paths:
-        if path == "recon":
-            cmd = [sys.executable, "-m", "recon.cli", "run", "--pipeline", str(work / "pipeline.yaml"), "--from", HOUR]  # fmt: skip
-        else:
-            cmd = [sys.executable, "-m", "benchmarks.paths", path, "--format", fmt, "--hour-dir", hour_dir, "--out", str(work / path)]  # fmt: skip
-        res = timed(cmd, env)
-        stdout = res.pop("stdout")
-        if path == "recon":
-            res["rows"] = recon_rows(work)
-        else:
-            res["rows"] = int(stdout.split("rows ")[-1].split()[0])
-        out[path] = res
-        print(f"  {path:<6} {res['seconds']:>7.1f} s  rows {res['rows']:>8}  peak {res['peak']['total_mb']:.0f} MB", flush=True)  # fmt: skip
-    return out
+    return [sys.executable, "-m", "benchmarks.paths", path, "--format", fmt, "--hour-dir", hour_dir, "--out", str(work / path)]  # fmt: skip
+
+
+def run_paths(work: Path, fmt: str, paths: tuple[str, ...], repeat: int = 1) -> dict[str, Any]:
+    """Each path `repeat` times, in turns (copy, naive, recon, copy, ...: a slow minute of the
+    machine falls on every path alike), each a fresh process; `median_of` their runs."""
+    env = _env()
+    tries: dict[str, list[dict[str, Any]]] = {path: [] for path in paths}
+    for _ in range(repeat):
+        for path in paths:
+            if path == "recon":  # from an empty warehouse each time: the same work
+                shutil.rmtree(work / "wh", ignore_errors=True)
+            res = timed(_command(work, fmt, path), env)
+            stdout = res.pop("stdout")
+            if path == "recon":
+                res["rows"] = recon_rows(work)
+            else:
+                res["rows"] = int(stdout.split("rows ")[-1].split()[0])
+            tries[path].append(res)
+            print(f"  {path:<6} {res['seconds']:>7.1f} s  rows {res['rows']:>8}  peak {res['peak']['total_mb']:.0f} MB", flush=True)  # fmt: skip
+    return {path: median_of(runs) for path, runs in tries.items()}
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One path's runs as one: the median time (each run's in `runs_seconds`), the highest
+    peak memory, and the rows (every run must have the same)."""
+    rows = {r["rows"] for r in runs}
+    if len(rows) != 1:
+        sys.exit(f"bench: the runs of one path gave different row counts: {sorted(rows)}")
+    seconds = sorted(r["seconds"] for r in runs)
+    mid = len(seconds) // 2
+    median = seconds[mid] if len(seconds) % 2 else (seconds[mid - 1] + seconds[mid]) / 2
+    return {
+        "seconds": round(median, 2),
+        "runs_seconds": [r["seconds"] for r in runs],
+        "peak": max((r["peak"] for r in runs), key=lambda p: p["total_mb"]),
+        "rows": rows.pop(),
+    }
 
 
 def derive(fmt: str, sizes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -260,6 +284,10 @@ def main() -> None:
     ap.add_argument("--work", default=str(ROOT / "var" / "bench"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument(
+        "--repeat", type=int, default=1,
+        help="runs of each path per size, in turns; the median counts (3: ~3x the time)",
+    )  # fmt: skip
+    ap.add_argument(
         "--report", metavar="JSON", help="print the table of saved results, run nothing"
     )
     args = ap.parse_args()
@@ -269,12 +297,16 @@ def main() -> None:
     sizes = list(iter_sizes(args.sizes))
     fmts = [f.strip() for f in args.formats.split(",")]
     bad = [f for f in fmts if f not in KINDS]
-    if bad or len(sizes) != 2:
-        sys.exit(f"bench: --formats from {', '.join(KINDS)}; --sizes two sizes like 100k,500k")
+    if bad or len(sizes) != 2 or args.repeat < 1:
+        sys.exit(
+            f"bench: --formats from {', '.join(KINDS)}; --sizes two sizes like 100k,500k; "
+            "--repeat 1 or more"
+        )
     results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30), "python": platform.python_version()},  # fmt: skip
         "workload": {"keys": args.keys, "delete_share": args.delete_share, "partitions": args.partitions},
+        "repeat": args.repeat,
         "formats": {},
     }  # fmt: skip
     for fmt in fmts:
@@ -283,7 +315,7 @@ def main() -> None:
             work = Path(args.work) / f"{fmt}-{size}"
             counts = make_hour(work, fmt, size, args)
             print(f"{fmt}: {counts['messages']:,} messages ({counts['changes']:,} changes, generated in {counts['generate_seconds']} s)", flush=True)  # fmt: skip
-            counts["paths"] = run_paths(work, fmt, PATHS)
+            counts["paths"] = run_paths(work, fmt, PATHS, args.repeat)
             runs.append(counts)
             shutil.rmtree(work, ignore_errors=True)
         results["formats"][fmt] = {"sizes": runs, "derived": derive(fmt, runs)}

@@ -106,3 +106,21 @@ def test_the_naive_protobuf_udf_reads_the_generated_changes(tmp_path: Path) -> N
     rows = [row for r in recs for row in _decode_tencent(r.value)]
     assert [r[0] for r in rows] == [int(KEY0 + k) for k in p.key]
     assert [r[2] for r in rows] == [bool(op == DELETE) for op in p.op]
+
+
+def test_repeated_runs_of_a_path_count_as_their_median() -> None:
+    """`make bench` with `--repeat`: a path's time is the median of its runs (a slow minute
+    of the machine does not make the cell), its peak the highest, and runs whose row counts
+    differ stop the bench."""
+    from benchmarks.run import median_of
+
+    def run(s: float, mb: float, rows: int = 7) -> dict:
+        return {"seconds": s, "peak": {"total_mb": mb}, "rows": rows}
+
+    three = median_of([run(30.0, 900), run(21.0, 1200), run(22.5, 800)])
+    assert three == {"seconds": 22.5, "runs_seconds": [30.0, 21.0, 22.5],
+                     "peak": {"total_mb": 1200}, "rows": 7}  # fmt: skip
+    assert median_of([run(10.0, 1), run(12.0, 2)])["seconds"] == 11.0
+    assert median_of([run(9.0, 1)])["seconds"] == 9.0
+    with pytest.raises(SystemExit, match="different row counts"):
+        median_of([run(1.0, 1, rows=7), run(1.0, 1, rows=8)])
