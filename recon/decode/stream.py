@@ -112,7 +112,7 @@ def _frozen(value: Any, memo: dict[int, Any]) -> Any:
 
 def _shape_batch(events: list[Event]) -> pa.RecordBatch:
     """One event of each distinct shape among `events` (`recon.decode.summary`), of kind
-    `shape` with how many in `n`: counted here, where the events are objects, Spark's aggregate
+    `shape` with how many in `n`. Counted here, where the events are objects: Spark's aggregate
     over the written events rebuilt every event's parts as arrays to group them (~1 s of a
     500k-event hour, on 2 cores). Grouped first by the column types', key's and defaults'
     objects (most events share their table's; the events are alive, so their `id`s are

@@ -97,6 +97,7 @@ class DecodedShapes(TypedDict):
 SUMMARY_COLUMNS = ("kind", "topic", "partition", "name", "db", "tbl", *SHAPE_FIELDS)
 """What a row of a decode's summary is counted by (`TaskSummary.rows`); each also holds `n`,
 `ddl_seen` (a DDL statement is among them) and `newest` (the events' newest source time)."""
+_NO_SHAPE = (None,) * len(SHAPE_FIELDS)
 
 
 def _json(value: Any) -> str | None:
@@ -136,8 +137,8 @@ class TaskSummary:
         and shapes)."""
         if kind == "stat":
             for r in batch.select(["topic", "partition", "stat", "n"]).to_pylist():
-                self.counts[("stat", r["topic"], r["partition"], r["stat"], None, None,
-                             *[None] * len(SHAPE_FIELDS))] += r["n"]  # fmt: skip
+                key = ("stat", r["topic"], r["partition"], r["stat"], None, None, *_NO_SHAPE)
+                self.counts[key] += r["n"]
             return True
         if kind == "shape":
             for r in batch.to_pylist():
@@ -169,7 +170,7 @@ class TaskSummary:
             [("reason", "count", pc.CountOptions(mode="all"))]
         )
         for r in counted.to_pylist():
-            key = ("quarantine", None, None, r["reason"], None, None, *[None] * len(SHAPE_FIELDS))
+            key = ("quarantine", None, None, r["reason"], None, None, *_NO_SHAPE)
             self.counts[key] += r["reason_count"]
             if r["ddl"]:
                 self.ddl.add(key)
