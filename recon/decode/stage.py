@@ -617,16 +617,16 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
     the staged output only when there are any."""
     stats: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
     events_by_op: dict[str, int] = defaultdict(int)
-    reasons: dict[str, int] = defaultdict(int)
+    reasons: dict[str, int] = {}
     shapes: list[EventShape] = []
     newest: dict[str, int] = {}
     tasks = sorted((staging / f"kind={SUMMARY}").glob("*.json"))
     has_ddl = False
+    # added up by what they count: each (partition, counter) and each reason comes once
     for r in summary_rows([*chain.from_iterable(map(read_json, tasks)), *extra]):
         n = int(r["n"])
         if r["kind"] == "stat":
-            by_stat = stats[(r["topic"], r["partition"])]
-            by_stat[r["name"]] = by_stat.get(r["name"], 0) + n
+            stats[(r["topic"], r["partition"])][r["name"]] = n
         elif r["kind"] == "event":
             events_by_op[r["name"]] += n
             shapes.append(_shape(r, n))
@@ -634,12 +634,12 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
                 table = ".".join(part for part in (r["db"], r["tbl"]) if part is not None)
                 newest[table] = max(newest.get(table, r["newest"]), r["newest"])
         else:
-            reasons[r["name"]] += n
+            reasons[r["name"]] = n
         has_ddl = has_ddl or r["ddl_seen"]
     ddls = _staged_ddls(spark, staging) if has_ddl else []
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
     shapes.sort(key=lambda s: tuple(str(v) for v in s.values()))
-    return _Decoded(stats, dict(events_by_op), ddls, dict(reasons), unreadable, shapes, newest)
+    return _Decoded(stats, dict(events_by_op), ddls, reasons, unreadable, shapes, newest)
 
 
 def _staged_ddls(spark: SparkSession, staging: Path) -> list[tuple[str, str, str]]:

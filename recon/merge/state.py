@@ -21,6 +21,11 @@ def is_multiset(ms_tables: list[str]) -> Column:
     return F.col("table").isin(ms_tables) if ms_tables else F.lit(False)
 
 
+def keyed_live(ms_tables: list[str]) -> Column:
+    """A state row that is a live row of a table with a key: its key's image (sign 1)."""
+    return ~is_multiset(ms_tables) & (F.col("sign") == 1)
+
+
 def main_contributions(contrib: DataFrame) -> DataFrame:
     """One contribution per event (a PK change's tombstone and a multiset update's -1 copy ride
     along), so skips and applies count events; out-of-band snapshot rows are apart."""
@@ -101,7 +106,7 @@ def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
     writes them without a shuffle."""
     is_ms = is_multiset(ms_tables)
     cols = ("table", "bucket", "key", "row", "order_key", "event_time_ms", "op", "ck")
-    pk_live = state.where(~is_ms & (F.col("sign") == 1)).select(*cols)
+    pk_live = state.where(keyed_live(ms_tables)).select(*cols)
     added = F.col("sign") > 0
     ms = (
         state.where(is_ms)
@@ -147,15 +152,14 @@ def bucket_stats(
     the state (a union with `live` read the files twice: ~0.3 s an hour); those of a multiset
     table (`ms_tables`) are read from `live` (`live_rows`)."""
     out: dict[tuple[str, int], BucketStats] = {}
-    is_ms = is_multiset(ms_tables)
-    lives = ~is_ms & (F.col("sign") == 1)
+    lives = keyed_live(ms_tables)
     both = state.select(
         "table", "bucket", F.lit(1).alias("s"), lives.cast("int").alias("r"),
         *[F.when(lives, F.col(c)).alias(c) for c in ("ck", "row", "key")],
     )  # fmt: skip
     if ms_tables:
         both = both.unionByName(
-            live.where(is_ms).select(
+            live.where(is_multiset(ms_tables)).select(
                 "table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck", "row", "key"
             )
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from binascii import a2b_base64
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -289,19 +290,15 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         return _shared_key(key if isinstance(key, dict) else ())
 
 
-_KEY_LISTS: dict[tuple[str, ...], list[str]] = {}
-
-
 def _shared_key(columns: Iterable[str]) -> list[str]:
-    """One list per distinct key (read-only for callers), bounded: a table's events share
-    it, so their Arrow column and their shape are built once per batch, not per event."""
-    key = tuple(columns)
-    got = _KEY_LISTS.get(key)
-    if got is None:
-        if len(_KEY_LISTS) >= 1024:
-            _KEY_LISTS.clear()
-        got = _KEY_LISTS[key] = list(key)
-    return got
+    """One list per distinct key (read-only for callers): a table's events share it, so their
+    Arrow column and their shape are built once per batch, not per event."""
+    return _key_list(tuple(columns))
+
+
+@lru_cache(maxsize=1024)
+def _key_list(columns: tuple[str, ...]) -> list[str]:
+    return list(columns)
 
 
 _PARSE = SharedMemberJson("schema")
