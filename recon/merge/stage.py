@@ -357,10 +357,14 @@ class _HourMerge:
     def write_state(self, new_state: DataFrame, ms_tables: list[str]) -> None:
         run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)
         with job_named(self.spark, "merge: the touched buckets' new state"):
-            (  # each bucket is in one task already (`fold`): one file per bucket
+            (  # each bucket is in one task already (`fold`): one file per bucket. No
+                # dictionaries: most columns are a value per key, and building a dictionary of
+                # them to throw it away cost ~0.4 s of writing 100k keys (the files are no
+                # bigger without)
                 new_state.withColumn("_t", F.col("table"))
                 .withColumn("_b", F.col("bucket"))
                 .write.mode("overwrite")
+                .option("parquet.enable.dictionary", "false")
                 .partitionBy("_t", "_b")
                 .parquet(str(run_dir))
             )
