@@ -175,29 +175,63 @@ class SharedMemberJson:
     message's `schema`): that member is parsed once per distinct text, and the messages that
     repeat it share one object (read-only). The rest is parsed by msgspec, which keeps an
     integer beyond 64 bits exact (orjson made it a float). A value msgspec refuses, or that is
-    not an object, is read by orjson, so that its error (or value) is orjson's, as before."""
+    not an object, is read by orjson, so that its error (or value) is orjson's, as before.
 
-    def __init__(self, member: str, limit: int = 1024) -> None:
+    A message that opens with the member, as text seen before (`recent`: `{"schema":`, its
+    text and a comma), is not scanned again: only what follows is parsed, as an object of the
+    other members. Reading the whole envelope to find the member, and copying and hashing its
+    text to look it up, was ~4 of the ~38 us a Debezium message cost."""
+
+    def __init__(self, member: str, limit: int = 1024, recent: int = 8) -> None:
         self.member = member
         self.limit = limit
         self.shared: dict[bytes, Any] = {}
+        self.opening = b'{"' + member.encode() + b'":'
+        self.recent: list[tuple[bytes, Any]] = []
+        """(the opening of a message up to the member's text and a comma, the member's
+        object), the latest learnt first; at most `recent_max`."""
+        self.recent_max = recent
 
     def __call__(self, value: bytes) -> Any:
+        for prefix, obj in self.recent:
+            if value.startswith(prefix):
+                got = self._after(value, len(prefix), obj)
+                if got is not None:
+                    return got
+                break
         try:
             top = _TOP.decode(value)
             return {
-                k: self._member(v) if k == self.member else _ANY.decode(v) for k, v in top.items()
+                k: self._member(v, value) if k == self.member else _ANY.decode(v)
+                for k, v in top.items()
             }
         except Exception:  # noqa: BLE001 - msgspec refused it: orjson says why, as before
             return orjson.loads(value)
 
-    def _member(self, raw: msgspec.Raw) -> Any:
+    def _after(self, value: bytes, start: int, obj: Any) -> dict[str, Any] | None:
+        """The message whose shared member (`obj`) is followed by a comma at `start - 1`: the
+        other members, read as an object of their own (one of them the shared member again:
+        its value wins, as in orjson); None unless they are one or more members (the whole
+        message is read then, as any other)."""
+        try:
+            rest = _ANY.decode(b"{" + value[start:])
+        except msgspec.DecodeError:
+            return None
+        if not rest:
+            return None
+        return {self.member: obj, **rest}
+
+    def _member(self, raw: msgspec.Raw, value: bytes) -> Any:
         text = bytes(raw)
         obj = self.shared.get(text)
         if obj is None:
             if len(self.shared) >= self.limit:
                 self.shared.clear()
             obj = self.shared[text] = _ANY.decode(text)
+        prefix = self.opening + text + b","
+        if value.startswith(prefix):  # the member first, written without spaces around it
+            self.recent = [(prefix, obj), *(r for r in self.recent if r[0] != prefix)]
+            del self.recent[self.recent_max :]
         return obj
 
 

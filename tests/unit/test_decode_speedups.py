@@ -78,6 +78,47 @@ def test_shared_member_json_fails_or_reads_as_orjson_does(text: bytes) -> None:
     assert got == want
 
 
+def _read_or_error(read: Any, text: bytes) -> object:
+    try:
+        return read(text)
+    except orjson.JSONDecodeError as err:
+        return str(err)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=_JSON, others=_MESSAGES, spaced=st.booleans())
+def test_a_message_opening_with_a_member_seen_reads_what_orjson_reads(
+    schema: Any, others: Any, spaced: bool
+) -> None:
+    """After a message whose `schema` text it has seen (the opening it then reads past), any
+    message opening with that text reads as orjson reads it, and shares the object."""
+    read = SharedMemberJson("schema")
+    seen = orjson.dumps({"schema": schema, "payload": 1})
+    read(seen)
+    rest = {k: v for k, v in others.items() if k != "schema"}
+    text = orjson.dumps({"schema": schema, **rest})
+    if spaced and rest:  # the members after it written with spaces
+        text = b'{"schema":' + orjson.dumps(schema) + b"," + json.dumps(rest)[1:].encode()
+    got = read(text)
+    assert got == orjson.loads(text)
+    if rest and not spaced:
+        assert got["schema"] is read(seen)["schema"]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b"}", b" }", b'"schema":2}', b'"p":1}x', b'"p":1,}', b'"p":1', b' "p" : 1 }', b'"p":[1}',
+     b'"schema":{},"p":1}'],
+)  # fmt: skip
+def test_what_follows_a_member_seen_fails_or_reads_as_orjson_does(tail: bytes) -> None:
+    """The members after the opening read past are one object with it: nothing (a trailing
+    comma), the member again, trailing text or a broken value read as orjson reads them."""
+    read = SharedMemberJson("schema")
+    read(b'{"schema":{"a":[1,2]},"p":0}')
+    text = b'{"schema":{"a":[1,2]},' + tail
+    assert _read_or_error(read, text) == _read_or_error(orjson.loads, text)
+
+
 def test_shared_member_json_keeps_integers_beyond_64_bits_exact() -> None:
     """orjson reads an integer beyond 64 bits as a float (its digits lost); the reader keeps
     it, so a Debezium value of 25 digits decodes to its 25 digits."""
