@@ -228,8 +228,14 @@ class SharedMemberJson:
             if len(self.shared) >= self.limit:
                 self.shared.clear()
             obj = self.shared[text] = _ANY.decode(text)
-        prefix = self.opening + text + b","
-        if value.startswith(prefix):  # the member first, written without spaces around it
+        start = len(self.opening)
+        end = start + len(text)  # the member first, written without spaces around it
+        if (
+            value.startswith(self.opening)
+            and value.startswith(text, start)
+            and value[end : end + 1] == b","
+        ):  # checked in place: a message that opens otherwise copies nothing
+            prefix = value[: end + 1]
             self.recent = [(prefix, obj), *(r for r in self.recent if r[0] != prefix)]
             del self.recent[self.recent_max :]
         return obj
