@@ -156,6 +156,35 @@ def test_tencent_transaction_is_emitted_at_commit_and_carried_when_open() -> Non
     assert not open_["events"] and [c["offset"] for c in open_["carry"]] == [0]
 
 
+def test_tencent_broken_column_list_quarantines_its_message_and_spares_the_next() -> None:
+    """A column list is read as bytes and parsed once per distinct list: a list that does
+    not parse (broken bytes, a name not UTF-8) makes its message's Entries invalid, as a
+    parse of the whole message would, and the same table's next message decodes."""
+    from recon.decode.formats.tencent_dts_pb import _Entries
+
+    cols = [pb.Column(name="id", originalType="int", isKey=True).SerializeToString()]
+    row = pb.RowChange(newColumns=[pb.Data(dataType=pb.INT32, sv="7")]).SerializeToString()
+
+    def message(columns: list[bytes]) -> bytes:
+        entries = _Entries()
+        item = entries.items.add()
+        item.header.MergeFrom(type(item.header)(messageType=pb.DML, schemaName="s", tableName="t"))
+        item.event.dmlEvent.columns.extend(columns)
+        item.event.dmlEvent.rows.add().MergeFromString(row)
+        return pb.Envelope(version=1, total=1, data=entries.SerializeToString()).SerializeToString()
+
+    r = _run(
+        [message([b"\x0a\x05id"]), message([b"\x0a\x02\xff\xfe"]), message(cols)],
+        "tencent_dts_pb",
+    )
+    assert [q["offset"] for q in r["quarantine"]] == [0, 1]
+    assert all(
+        q["reason"].startswith("Envelope.data is not a valid Entries message")
+        for q in r["quarantine"]
+    )
+    assert [(e["offset"], dict(e["after"])) for e in r["events"]] == [(2, {"id": "7"})]
+
+
 def test_tencent_orphan_segment_and_unknown_version_are_quarantined() -> None:
     seg = pb.Envelope(version=1, total=3, index=1, data=b"xx").SerializeToString()
     v2 = pb.Envelope(version=2, total=1, data=b"").SerializeToString()
