@@ -355,8 +355,10 @@ class TxnAssembler:
         """Feed one decoded group's items in order: ("begin", txn id), ("commit", txn id),
         ("event", Event) or ("control", Stat). A carried group skips the items already
         emitted in the hour before (`skip` of its first record)."""
-        self.start_group(group)
         skip = group[0].skip if group[0].carried else 0
+        if not (self.open or skip) and self._whole_transaction(group, items):
+            return
+        self.start_group(group)
         for i, (kind, payload) in enumerate(items):
             if i < skip:
                 continue
@@ -368,6 +370,31 @@ class TxnAssembler:
                 self.event(payload)
             else:
                 self.sink.count(group[0], payload)
+
+    def _whole_transaction(self, group: list[RawRecord], items: list[tuple[str, Any]]) -> bool:
+        """With no transaction open: a group that holds one whole transaction (BEGIN, events,
+        COMMIT: most messages of a transactional producer) is applied at once, as `begin`,
+        `event` and `commit` in turn would leave it. Returns False, changing nothing, for
+        any other group."""
+        if len(items) < 2 or items[0][0] != "begin" or items[-1][0] != "commit":
+            return False
+        events = [payload for kind, payload in items[1:-1] if kind == "event"]
+        if len(events) != len(items) - 2:
+            return False
+        sink = self.sink
+        for r in group:
+            r.skip = 0
+            if _rid(r) in sink.held:  # an earlier segment; the record being fed is used up
+                sink.consume(r)  # unless it is held or quarantined (the stream driver)
+        begun, committed = items[0][1], items[-1][1]
+        for ev in events:
+            txn_id = ev.txn_id or begun
+            ev.txn_id = committed if committed and not txn_id else txn_id
+        sink.events.extend(events)
+        sink.count(group[0], Stat.TRANSACTIONS_COMMITTED)
+        self._group = group
+        self._group_pending = False
+        return True
 
     def finish(self) -> list[RawRecord]:
         if not self.open:

@@ -240,3 +240,73 @@ def test_decoding_collects_garbage_less_often_and_restores_the_collector() -> No
     assert gc.get_threshold()[0] >= 50_000
     stream.close()
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+_TXN_IDS = st.sampled_from([None, "", "a", "b"])
+_ITEM = st.one_of(
+    st.tuples(st.sampled_from(["begin", "commit"]), _TXN_IDS),
+    st.tuples(st.just("event"), _TXN_IDS),
+    st.tuples(st.just("control"), st.just("heartbeats")),
+)
+_EVENTS = st.lists(st.tuples(st.just("event"), _TXN_IDS), max_size=3)
+_WHOLE = st.tuples(_TXN_IDS, _EVENTS, _TXN_IDS).map(
+    lambda t: [("begin", t[0]), *t[1], ("commit", t[2])]
+)
+_ITEMS = (
+    st.lists(_ITEM, max_size=5) | _WHOLE | st.tuples(_WHOLE, _ITEM).map(lambda t: t[0] + [t[1]])
+)
+_GROUPS = st.lists(
+    st.tuples(st.integers(1, 3), st.booleans(), st.integers(0, 2), _ITEMS), max_size=6
+)
+
+
+def _assemble(groups: list[Any], fast: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Feed `groups` (records, carried, skip of the first, items) to a `TxnAssembler` as a
+    decoder does: the records before a group's last were held (segments); after each feed,
+    the records it used up, as the stream driver counts them. Returns everything it left."""
+    from recon.core.model import Event
+    from recon.decode.base import Sink, TxnAssembler, _rid
+
+    if not fast:
+        monkeypatch.setattr(TxnAssembler, "_whole_transaction", lambda *a: False)
+    sink = Sink()
+    txn = TxnAssembler(sink)
+    offset, used, records = 0, [], []
+    for n, carried, skip, items in groups:
+        group = [RawRecord("t", 0, offset + i, None, b"", carried=carried) for i in range(n)]
+        group[0].skip = skip
+        offset += n
+        records += group
+        for r in group[:-1]:
+            sink.hold(r)
+        made = [
+            (k, Event("d", "t", "insert", txn_id=p, offset=i) if k == "event" else p)
+            for i, (k, p) in enumerate(items)
+        ]
+        txn.run_items(group, made)
+        fed = _rid(group[-1])
+        done = set(sink.released) - sink.quarantined
+        if fed not in sink.held and fed not in sink.quarantined:
+            done.add(fed)
+        used.append(sorted(done))
+        sink.released.clear()
+    carry = [r.offset for r in txn.finish()]
+    return (
+        [(e.offset, e.txn_id) for e in sink.events], dict(sink.stats), sorted(sink.held),
+        [(r.offset, reason) for r, reason, _ in sink.quarantine], used, carry,
+        [r.skip for r in records],
+    )  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(groups=_GROUPS)
+def test_a_whole_transaction_in_one_group_is_applied_as_item_by_item(groups: Any) -> None:
+    """`TxnAssembler` applies a group holding one whole transaction (BEGIN, events, COMMIT,
+    none open before) at once: the events (and their transaction ids), counters, records held,
+    used up, quarantined and carried, and the records' skips are those of feeding its items
+    one by one, for any run of groups (carried ones, open transactions, stray commits)."""
+    with pytest.MonkeyPatch.context() as mp:
+        fast = _assemble(groups, True, mp)
+    with pytest.MonkeyPatch.context() as mp:
+        slow = _assemble(groups, False, mp)
+    assert fast == slow
