@@ -110,7 +110,8 @@ def _copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
         keep = pc.and_(pc.is_null(batch.column(BAD_FILE)), pc.invert(batch.column(DUPLICATE)))
         if skip:
             keep = pc.and_(keep, _kept(batch, skip, offsets))
-        records = batch.filter(keep)
+        # most batches keep every row: filtering copied each of their values
+        records = batch if keep.false_count == 0 and keep.null_count == 0 else batch.filter(keep)
         yield from records_of(
             pa.RecordBatch.from_arrays(records.columns[: len(names)], schema=RAW_SCHEMA)
         )

@@ -86,6 +86,20 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
         )
 
 
+DICTIONARY_COLUMNS = (
+    "db", "tbl", "op", "pk.list.element", "before.key_value.key", "after.key_value.key",
+    "types.key_value.key", "types.key_value.value", "defaults.key_value.key", "topic",
+    "binlog_file", "reason", "raw_headers.list.element.key", "stat",
+)  # fmt: skip
+"""The output's columns (Parquet paths) whose values repeat: names, ops, types, reasons. The
+others hold a value per row (images' values, order keys, raw bytes): a dictionary of them was
+built and thrown away."""
+STATISTICS_COLUMNS = (
+    "partition", "offset", "binlog_pos", "event_index", "event_time_ms", "raw_ts_ms", "skip", "n",
+)  # fmt: skip
+"""The output's columns with min/max statistics: numbers. Those of the text and bytes (each
+value compared) cost a third of writing a Debezium hour's events, and no reader filters on
+them. Without both: a 250k-message task's events written in 0.33 s against 0.48 s."""
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 """Arrow bytes of a kind's batches written as one Parquet row group: a row group per decoder
 batch (20k rows) made files that Spark read more slowly; this bounds what a task holds."""
@@ -99,7 +113,12 @@ class _KindFile:
         self.held: list[pa.RecordBatch] = []
         self.held_bytes = 0
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.writer = pq.ParquetWriter(path, _FILE_SCHEMA)
+        self.writer = pq.ParquetWriter(
+            path,
+            _FILE_SCHEMA,
+            use_dictionary=list(DICTIONARY_COLUMNS),
+            write_statistics=list(STATISTICS_COLUMNS),
+        )
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.held.append(batch)

@@ -57,3 +57,30 @@ def test_task_summaries_add_up_to_the_summary_of_all_the_records(fmt: str) -> No
         {**r, "topic": None, "partition": None} for r in whole if r["kind"] == "stat"
     )}  # fmt: skip
     assert stats["records_in"] == len(records) and events > 0
+
+
+def test_task_files_hold_what_was_decoded_with_dictionaries_and_statistics_where_named(
+    tmp_path: Any,
+) -> None:
+    """A decode task's event file reads back as the events decoded; only the columns named
+    (`DICTIONARY_COLUMNS`, `STATISTICS_COLUMNS`, each a column of the file) are dictionary
+    encoded or carry statistics: an image's values and the order key do not."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from recon.decode.task_files import DICTIONARY_COLUMNS, STATISTICS_COLUMNS, write_task_files
+
+    records = sample.to_records(sample.ENCODERS["debezium_json"](TXNS), "t")
+    records.sort(key=lambda r: (r.partition, r.offset))
+    batches = list(decode_raw(iter(records), "debezium_json", DecodeContext(), shapes=True))
+    (rows,) = write_task_files(batches, str(tmp_path))
+    path = dict(zip(rows["kind"].to_pylist(), rows["path"].to_pylist(), strict=True))["event"]
+    decoded = pa.Table.from_batches(batches)
+    events = decoded.filter(pc.equal(decoded["kind"], "event")).drop_columns(["kind"])
+    assert pq.read_table(path).equals(events) and events.num_rows > 0
+    meta = pq.ParquetFile(path).metadata
+    columns = {c.path_in_schema: c for c in map(meta.row_group(0).column, range(meta.num_columns))}
+    assert set(DICTIONARY_COLUMNS) | set(STATISTICS_COLUMNS) <= set(columns)
+    dictionary = {p for p, c in columns.items() if "RLE_DICTIONARY" in c.encodings}
+    assert {"db", "op", "after.key_value.key"} <= dictionary <= set(DICTIONARY_COLUMNS)
+    assert {p for p, c in columns.items() if c.is_stats_set} == set(STATISTICS_COLUMNS)
