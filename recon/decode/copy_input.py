@@ -1,14 +1,15 @@
 """The decode tasks read their input themselves, from the hour's staging copy.
 
 The staging copy (`recon.decode.stage._read_input`) is written partitioned by Kafka partition
-(topic, partition) and sorted by offset within it: a partition's records are in one file, in the
-order its decoder needs (a file may hold several partitions, one after the other: adaptive
+(topic, partition) and sorted by offset (then content hash and Kafka timestamp) within it: a
+partition's records are in one file, in the order its decoder needs (a file may hold several partitions, one after the other: adaptive
 execution packs small ones into one task). So a decode task can take a file, read it with Arrow
 a row group at a time, and decode it, instead of Spark reading the copy, shuffling it a second
 time by partition, sorting it, and handing it to Python (measured on 2 cores, a 500k-message
 DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job). A later copy
 of a record in the hour (same offset, same content) is in the copy too, after the first and
-marked (`DUPLICATE`): the tasks leave it out.
+its neighbour (the copy is sorted by offset, content hash and Kafka timestamp): the tasks leave
+it out, keeping the earliest.
 
 The records carried in from the hour before are few: every task reads them, and feeds those of
 its partitions in offset order (`recon.decode.stream.with_carried`). Partitions with carried
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,8 +40,6 @@ from recon.layout import has_parquet
 
 BAD_FILE = "_unreadable_in"
 """The copy's column naming the dump of an unreadable JSON line (null for a record)."""
-DUPLICATE = "_duplicate"
-"""The copy's mark of a later copy of a record (same offset, same content): counted, not read."""
 CONTENT_HASH = "_content_hash"
 """The copy's hash of a record's key and value: with its offset, what makes it the same record."""
 SKIPPED = "_skipped"
@@ -101,13 +101,90 @@ def _kept(batch: pa.RecordBatch, skip: SkipList, offsets: pa.Array) -> pa.Array:
     return pa.array(keep, pa.bool_())
 
 
+_SAME_RECORD = ("topic", "partition", "offset", CONTENT_HASH)
+
+
+def _neighbours(
+    batch: pa.RecordBatch, before: pa.RecordBatch | None, names: tuple[str, ...]
+) -> pa.Array:
+    """True for each row of `batch` whose columns `names` equal the row's before it."""
+    same = None
+    for c in names:
+        col = batch.column(c)
+        head = before.column(c) if before is not None else pa.nulls(1, col.type)
+        eq = pc.equal(col, pa.concat_arrays([head, col.slice(0, len(col) - 1)]))
+        same = eq if same is None else pc.and_kleene(same, eq)
+    return pc.fill_null(same, False)
+
+
+def _later_copies(batch: pa.RecordBatch, before: pa.RecordBatch | None) -> pa.Array:
+    """True for each row of `batch` that is a later copy of the row before it (the same
+    topic, partition, offset and content hash; the copy is sorted so that a record's copies
+    are neighbours, the earliest first); `before`: the row before the batch (None: none)."""
+    return _neighbours(batch, before, _SAME_RECORD)
+
+
+def count_copy_files(paths: Iterator[str], value_bytes: str) -> Iterator[dict[str, Any]]:
+    """Inside a task: the input counters of each copy file given, per (topic, partition):
+    records, distinct records (less later copies), distinct offsets, value bytes (column
+    `value_bytes`), lowest and highest offset; and a row of the unreadable lines it holds
+    (`bad`: True). Read a batch at a time, from the columns they need: the copy is sorted,
+    so a later copy of a record, and a repeated offset, are the row before's."""
+    cols = [*_SAME_RECORD, value_bytes, BAD_FILE]
+    for path in paths:
+        found: dict[tuple[Any, ...], dict[str, Any]] = {}
+        before = None
+        for batch in pq.ParquetFile(path).iter_batches(_BATCH_ROWS, columns=cols):
+            if not batch.num_rows:
+                continue
+            counted = pa.table(
+                {
+                    "topic": batch.column("topic"),
+                    "partition": batch.column("partition"),
+                    "bad": pc.is_valid(batch.column(BAD_FILE)),
+                    "offset": batch.column("offset"),
+                    "b": batch.column(value_bytes),
+                    "later": _later_copies(batch, before),
+                    "again": _neighbours(batch, before, _SAME_RECORD[:3]),
+                }
+            )
+            before = batch.slice(batch.num_rows - 1)
+            counted = counted.append_column("one", pa.array([1] * counted.num_rows, pa.int64()))
+            sums = counted.group_by(["topic", "partition", "bad"], use_threads=False).aggregate(
+                [("one", "sum"), ("later", "sum"), ("again", "sum"), ("b", "sum"),
+                 ("offset", "min"), ("offset", "max")]
+            )  # fmt: skip
+            for r in sums.to_pylist():
+                k = (r["topic"], r["partition"], r["bad"])
+                got = found.setdefault(k, {"records": 0, "later": 0, "again": 0, "bytes": 0})
+                got["records"] += r["one_sum"]
+                got["later"] += r["later_sum"] or 0
+                got["again"] += r["again_sum"] or 0
+                got["bytes"] += r["b_sum"] or 0
+                for agg, pick in (("min", min), ("max", max)):
+                    v, seen = r[f"offset_{agg}"], got.get(f"{agg}_offset")
+                    got[f"{agg}_offset"] = v if seen is None else pick(seen, v)
+        for (topic, part, bad), got in found.items():
+            yield {
+                "topic": topic, "partition": part, "bad": bad, "records": got["records"],
+                "distinct": got["records"] - got["later"],
+                "distinct_offsets": got["records"] - got["again"], "bytes": got["bytes"],
+                "min_offset": got.get("min_offset"), "max_offset": got.get("max_offset"),
+            }  # fmt: skip
+
+
 def _copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
     names = [f.name for f in RAW_SCHEMA]
     offsets = pa.array(sorted({o for s in skip.values() for o, _ in s}), pa.int64())
-    cols = [*names, BAD_FILE, DUPLICATE, *([CONTENT_HASH] if skip else [])]
+    cols = [*names, BAD_FILE, CONTENT_HASH]
+    before = None
     for batch in pq.ParquetFile(path).iter_batches(_BATCH_ROWS, columns=cols):
+        if not batch.num_rows:
+            continue
         # not an unreadable line, nor a later copy of a record
-        keep = pc.and_(pc.is_null(batch.column(BAD_FILE)), pc.invert(batch.column(DUPLICATE)))
+        later = _later_copies(batch, before)
+        before = batch.slice(batch.num_rows - 1)
+        keep = pc.and_(pc.is_null(batch.column(BAD_FILE)), pc.invert(later))
         if skip:
             keep = pc.and_(keep, _kept(batch, skip, offsets))
         # most batches keep every row: filtering copied each of their values

@@ -37,8 +37,8 @@ from recon.decode.copy_input import (
     BAD_FILE,
     CARRY_COLUMNS,
     CONTENT_HASH,
-    DUPLICATE,
     SKIPPED,
+    count_copy_files,
     decode_copy_files,
 )
 from recon.decode.dumps import check_complete, list_hour, read_hour
@@ -74,7 +74,6 @@ from recon.spark.session import SMALL_HOUR_BYTES, job_named, sized_for
 
 PartitionKey = tuple[str, int]
 HASH = CONTENT_HASH
-FIRST_AT_OFFSET = "_first_at_offset"
 VALUE_BYTES = "_value_bytes"
 _COPY_WRITE = {
     "maxRecordsPerFile": "0",
@@ -121,7 +120,8 @@ class _Input:
 
     unreadable: DataFrame | None
     """JSON lines of the dumps that could not be read (topic, file, line bytes); None: none."""
-    distinct: DataFrame
+    readable: DataFrame
+    """The hour's records (not the unreadable lines), a record's later copies included."""
     stats: dict[PartitionKey, dict[str, Any]]
     cross_dups: dict[PartitionKey, int]
     resets: dict[PartitionKey, int]
@@ -180,7 +180,7 @@ def decode_hour(
         decoded = _read_staged(spark, staging, unreadable + paired_events)
         _count_paired(decoded, paired)
         _write_offset_intervals(
-            inp.distinct, inp.stats, staging / "offsets", staging / "offset_hashes"
+            inp.readable, inp.stats, staging / "offsets", staging / "offset_hashes"
         )
     checkpoint("decode:staged")
     _publish_outputs(layout, hour, staging)
@@ -214,12 +214,12 @@ def _read_input(
     copy: Path,
     skip: Path,
 ) -> _Input:
-    """The hour's records, later copies of an (offset, content) marked, written to `copy` in
+    """The hour's records, each partition's sorted by offset and content, written to `copy` in
     one pass over the dumps: the counters, the offsets kept for later hours and the decode
     read that copy, not the dumps again (it was three passes and three shuffles of them)."""
     records, unreadable = read_hour(spark, files)
     marked = _every_record_marked(records, unreadable)
-    with job_named(spark, "decode: the hour's records, copies marked, to a staging copy"):
+    with job_named(spark, "decode: the hour's records, sorted, to a staging copy"):
         # a file per task, never split: a partition's records stay in one file; the values
         # without a dictionary (each is its own: building one and throwing it away cost
         # ~0.5 s of a 500k-message Debezium hour) and without statistics (no reader filters
@@ -230,62 +230,60 @@ def _read_input(
     # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
     # empty hour writes no file to infer it from
     staged = spark.read.schema(marked.schema).parquet(str(copy))
-    stats, bad_lines = _input_stats(staged)
-    distinct = staged.where(F.col(BAD_FILE).isNull() & ~F.col(DUPLICATE)).drop(
-        DUPLICATE, BAD_FILE, FIRST_AT_OFFSET, VALUE_BYTES
-    )
+    stats, bad_lines = _input_stats(spark, copy)
+    # later copies of a record included (an offset's rows are the same with or without
+    # them, and those who count records drop them: `_count_resets_in_hour`, the decoders)
+    readable = staged.where(F.col(BAD_FILE).isNull()).drop(BAD_FILE, VALUE_BYTES)
     bad = None
     if bad_lines:
         bad = staged.where(F.col(BAD_FILE).isNotNull()).select(
             "topic", F.col(BAD_FILE).alias("file"), F.col("value").alias("line")
         )
     fresh, cross_dups, resets, seen = _drop_seen_records(
-        spark, cfg.layout, hour, distinct, stats, skip
+        spark, cfg.layout, hour, readable, stats, skip
     )
     if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
         _count_resets_in_hour(fresh, seen, resets)
-    fresh = fresh.drop(HASH)
+    # for the decoders Spark shuffles to (the copy's readers find them in order): a record's
+    # later copies left out, the earliest by Kafka timestamp decoded
+    first = Window.partitionBy("topic", "partition", "offset", HASH).orderBy("ts_ms")
+    fresh = fresh.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
+    fresh = fresh.drop("_n", HASH)
     carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
     carried_in = has_parquet(carry_dir)
     to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
     return _Input(
-        bad, distinct, stats, cross_dups, resets, to_decode,
+        bad, readable, stats, cross_dups, resets, to_decode,
         copy=copy, skip=skip if has_parquet(skip) else None,
         carry_in=carry_dir if carried_in else None,
     )  # fmt: skip
 
 
 def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> DataFrame:
-    """Every record of the hour, each later copy of an (offset, content) marked `DUPLICATE`
-    and the first record at each offset `FIRST_AT_OFFSET`, and the unreadable JSON lines
-    beside them (`BAD_FILE` set)."""
+    """Every record of the hour with its content hash, each partition's records in one task
+    sorted by (offset, content hash, Kafka timestamp), and the unreadable JSON lines beside
+    them (`BAD_FILE` set)."""
     # a record is a duplicate when its offset AND its content (key and value) were seen: the
     # same offset with other content is a topic re-created or a cluster moved (offset reset).
-    # One window by offset, ordered by content hash then Kafka timestamp, after a shuffle by
-    # Kafka partition (which clusters the window's keys too), so the copy holds each
-    # partition's records in one file, sorted by offset: what its decoder reads
-    # (`recon.decode.copy_input`). The hash before a row tells its place: none, the first at
-    # its offset (of the lowest content hash); the same, a later copy (the copy kept is the
-    # earliest by Kafka timestamp). Later copies stay in the copy, marked, so the counters
-    # count every copy in the same pass, and every reader leaves them out: where a window by
-    # (offset, content) counted and numbered them and a second one found each offset's first
-    # row (each window buffers every row: ~0.9 s of a 500k-message hour on 2 cores). Not into
-    # a set number of slices: adaptive execution then packs the partitions into about a task
-    # per core, where 64 fixed slices ran 62 empty write tasks for a 2-partition hour (~1.3 s,
-    # every hour)
+    # Sorted so, the copies of a record are neighbours, the earliest by Kafka timestamp first:
+    # whoever reads the copy in order finds them by the row before (`copy_input`), and the
+    # counters too (`_input_stats`). A window marking them here buffered every row
+    # of each offset, values included: ~0.8 s of a 500k-message DataWorks hour's copy and
+    # ~1.3 s of a Debezium one's (2 cores). A shuffle by Kafka partition, so the copy holds
+    # each partition's records in one file, in the order its decoder reads them
+    # (`recon.decode.copy_input`). Not into a set number of slices: adaptive execution then
+    # packs the partitions into about a task per core, where 64 fixed slices ran 62 empty
+    # write tasks for a 2-partition hour (~1.3 s, every hour)
     keys = ["topic", "partition", "offset", HASH]
     rest = [c for c in records.columns if c not in keys]
-    at_offset = Window.partitionBy("topic", "partition", "offset").orderBy(HASH, "ts_ms")
-    before = F.lag(HASH).over(at_offset)
     marked = (
         records.withColumn(HASH, F.xxhash64("key", "value"))
         .repartition("topic", "partition")
+        .sortWithinPartitions(*keys, "ts_ms")
         .select(
             *keys,
             *rest,
             F.lit(None).cast("string").alias(BAD_FILE),
-            before.isNull().alias(FIRST_AT_OFFSET),
-            F.coalesce(before == F.col(HASH), F.lit(False)).alias(DUPLICATE),
             # the value's size, so the counters read a column of numbers, not the values
             F.coalesce(F.length("value"), F.lit(0)).alias(VALUE_BYTES),
         )  # fmt: skip
@@ -299,37 +297,41 @@ def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> Da
                 "topic",
                 F.col("file").alias(BAD_FILE),
                 F.col("line").cast("binary").alias("value"),  # its bytes as read
-                F.lit(False).alias(DUPLICATE),
             ),
             allowMissingColumns=True,
         )
     return marked
 
 
-def _input_stats(staged: DataFrame) -> tuple[dict[PartitionKey, dict[str, Any]], int]:
+def _input_stats(spark: SparkSession, copy: Path) -> tuple[dict[PartitionKey, dict[str, Any]], int]:
     """The input counters per (topic, partition) of the hour's copy, and how many unreadable
-    lines it holds: aggregates only, in one job."""
+    lines it holds: a task per file of the copy counts its rows as it reads them in order
+    (`count_copy_files`: sorted so, a record's later copies and a repeated offset are the row
+    before's), and only the counts reach the driver. An aggregate of Spark's needed the
+    distinct offsets and contents per partition: three shuffles, ~2.3 s of a 500k-message
+    hour, where a window marking the copies in the copy had cost ~0.8-1.3 s."""
     stats: dict[PartitionKey, dict[str, Any]] = {}
     bad_lines = 0
-    rows = (
-        staged.groupBy("topic", "partition", F.col(BAD_FILE).isNotNull().alias("_bad"))
-        .agg(
-            F.count("*").alias("records"),
-            F.count(F.when(~F.col(DUPLICATE), F.col("offset"))).alias("distinct"),
-            F.count(F.when(F.col(FIRST_AT_OFFSET), 1)).alias("distinct_offsets"),
-            F.sum(VALUE_BYTES).alias("bytes"),
-            F.min("offset").alias("min_offset"),
-            F.max("offset").alias("max_offset"),
-        )
-        .collect()
-    )
+    files = sorted(str(f) for f in copy.glob("*.parquet"))
+    if not files:
+        return stats, bad_lines
+
+    def count(paths: Any) -> Any:
+        return count_copy_files(paths, VALUE_BYTES)
+
+    with job_named(spark, "decode: the input counters of the staging copy"):
+        rows = spark.sparkContext.parallelize(files, len(files)).mapPartitions(count).collect()
     for r in rows:
-        if r["_bad"]:
+        if r.pop("bad"):
             bad_lines += int(r["records"])
-        else:
-            got = r.asDict()
-            del got["_bad"]
-            stats[(r["topic"], r["partition"])] = got
+            continue
+        key = (r["topic"], r["partition"])
+        if key in stats:  # the copy's shuffle gives a partition to one task, one file
+            raise RuntimeError(
+                f"records of {key[0]}[{key[1]}] are in two files of the staging copy: its "
+                "decoders would read them apart (a bug)"
+            )
+        stats[key] = r
     return stats, bad_lines
 
 
@@ -358,7 +360,8 @@ def _count_resets_in_hour(
     """One offset read more than once in this hour with other content (and not read by an
     earlier hour, whose resets are counted already): every copy after the first is a reset."""
     keys = ["topic", "partition", "offset"]
-    multi = fresh.groupBy(*keys).agg(F.count("*").alias("n")).where(F.col("n") > 1)
+    contents = fresh.dropDuplicates([*keys, HASH])  # a record's later copies are not resets
+    multi = contents.groupBy(*keys).agg(F.count("*").alias("n")).where(F.col("n") > 1)
     if seen is not None:
         multi = multi.join(seen.select(*keys).distinct(), keys, "left_anti")
     for r in multi.groupBy("topic", "partition").agg(F.sum(F.col("n") - 1).alias("x")).collect():
@@ -370,7 +373,7 @@ def _drop_seen_records(
     spark: SparkSession,
     layout: Layout,
     hour: datetime,
-    distinct: DataFrame,
+    readable: DataFrame,
     stats: dict[PartitionKey, dict[str, Any]],
     skip: Path,
 ) -> tuple[DataFrame, dict[PartitionKey, int], dict[PartitionKey, int], DataFrame | None]:
@@ -384,26 +387,26 @@ def _drop_seen_records(
     partition, the records at offsets earlier hours read)."""
     meeting = _intervals_meeting_hour(layout, hour, stats)
     if not meeting.num_rows:
-        return distinct, {}, {}, None
+        return readable, {}, {}, None
     iv = spark.createDataFrame(
         meeting.rename_columns(["topic", "partition", "lo", "hi", "_ivh"]).to_pylist(),
         "topic string, partition int, lo long, hi long, _ivh string",
     )
     cond = (
-        (distinct["topic"] == iv["topic"])
-        & (distinct["partition"] == iv["partition"])
-        & distinct["offset"].between(iv["lo"], iv["hi"])
+        (readable["topic"] == iv["topic"])
+        & (readable["partition"] == iv["partition"])
+        & readable["offset"].between(iv["lo"], iv["hi"])
     )
     keys = ["topic", "partition", "offset", HASH]
-    seen = distinct.join(F.broadcast(iv), cond, "inner").select(
-        *[distinct[k] for k in keys], iv["_ivh"]
+    seen = readable.join(F.broadcast(iv), cond, "inner").select(
+        *[readable[k] for k in keys], iv["_ivh"]
     )
     hit = {
         (r["topic"], r["partition"], r["_ivh"]): r["n"]
         for r in seen.groupBy("topic", "partition", "_ivh").agg(F.count("*").alias("n")).collect()
     }
     if not hit:
-        return distinct, {}, {}, None
+        return readable, {}, {}, None
     hours = sorted({h for _, _, h in hit})
     with_hashes = [h for h in hours if has_parquet(layout.offset_hashes(h))]
     # hours decoded before contents were kept: an offset they read is a duplicate, as before
@@ -413,7 +416,7 @@ def _drop_seen_records(
         same = seen.join(hashes.select(*keys), keys, "left_semi").select(*keys)
         dup = dup.unionByName(same)
     dup, cross_dups, resets = _mark_seen(spark, seen.select(*keys).distinct(), dup, skip)
-    return distinct.join(dup, keys, "left_anti"), cross_dups, resets, seen
+    return readable.join(dup, keys, "left_anti"), cross_dups, resets, seen
 
 
 def _mark_seen(
@@ -669,15 +672,17 @@ def _shape(row: dict[str, Any], n: int) -> EventShape:
 
 
 def _write_offset_intervals(
-    distinct: DataFrame, stats: dict[PartitionKey, dict[str, Any]], out: Path, hashes_out: Path
+    readable: DataFrame, stats: dict[PartitionKey, dict[str, Any]], out: Path, hashes_out: Path
 ) -> None:
     """Offsets seen this hour, as intervals, for later hours' dedupe, and the content hash read
     at each offset (read back only where a later hour meets the offset). A partition whose
     offsets have no gap (its distinct offsets fill its range, which the input counters know) is
-    one interval; only partitions with gaps are found by Spark (gaps-and-islands)."""
-    spark = distinct.sparkSession
+    one interval; only partitions with gaps are found by Spark (gaps-and-islands). A record's
+    later copies in the hour (rare) are written too: its readers look offsets and contents
+    up, and a row more of one changes neither."""
+    spark = readable.sparkSession
     with job_named(spark, "decode: offsets and content hashes for later hours"):
-        distinct.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
+        readable.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
     whole, gappy = [], []
     for key, st in sorted(stats.items()):
         if st["distinct_offsets"] == st["max_offset"] - st["min_offset"] + 1:

@@ -1,0 +1,80 @@
+"""The decode tasks' reading of the staging copy (`recon.decode.copy_input`): the copy marks no
+later copies of a record; sorted by (topic, partition, offset, content hash, Kafka timestamp),
+a later copy is the row before's, and a repeated offset too. Read a few rows at a time, the
+counters and the records kept equal those of the whole file counted in Python (hypothesis)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recon.core.model import RAW_SCHEMA
+from recon.decode import copy_input
+from recon.decode.copy_input import BAD_FILE, CONTENT_HASH, _copy_records, count_copy_files
+
+_ROWS = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),  # topic
+        st.integers(0, 1),  # partition
+        st.integers(0, 4),  # offset
+        st.integers(0, 2),  # content hash
+        st.integers(0, 3),  # Kafka timestamp
+    ),
+    max_size=25,
+)
+
+
+def _copy_file(rows: list[tuple[Any, ...]], bad: int, path: Path) -> None:
+    """A copy file as the decode stage writes it: sorted, then `bad` unreadable lines."""
+    rows = sorted(rows)
+    n = len(rows) + bad
+    cols: dict[str, Any] = {f.name: pa.nulls(n, f.type) for f in RAW_SCHEMA}
+    cols["topic"] = pa.array([r[0] for r in rows] + ["a"] * bad, pa.string())
+    cols["partition"] = pa.array([r[1] for r in rows] + [None] * bad, pa.int32())
+    cols["offset"] = pa.array([r[2] for r in rows] + [None] * bad, pa.int64())
+    cols["ts_ms"] = pa.array([r[4] for r in rows] + [None] * bad, pa.int64())
+    cols["value"] = pa.array([f"{r}".encode() for r in rows] + [b"x"] * bad, pa.binary())
+    cols["carried"] = pa.array([False] * n)
+    cols[CONTENT_HASH] = pa.array([r[3] for r in rows] + [None] * bad, pa.int64())
+    cols[BAD_FILE] = pa.array([None] * len(rows) + ["dump.json"] * bad, pa.string())
+    cols["_value_bytes"] = pa.array([len(cols["value"][i].as_py()) for i in range(n)], pa.int64())
+    pq.write_table(pa.table(cols), path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=_ROWS, bad=st.integers(0, 2), batch=st.integers(1, 4))
+def test_copy_counters_and_records_kept_equal_the_whole_file_counted(
+    rows: list[tuple[Any, ...]], bad: int, batch: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = tmp_path_factory.mktemp("copy") / "part-0.parquet"
+    _copy_file(rows, bad, path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(copy_input, "_BATCH_ROWS", batch)  # neighbours across batches too
+        counted = list(count_copy_files(iter([str(path)]), "_value_bytes"))
+        kept = [(r.topic, r.partition, r.offset, r.ts_ms) for r in _copy_records(str(path), {})]
+    expected: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for t, p in sorted({r[:2] for r in rows}):
+        mine = [r for r in rows if r[:2] == (t, p)]
+        expected[(t, p, False)] = {
+            "records": len(mine),
+            "distinct": len({r[2:4] for r in mine}),
+            "distinct_offsets": len({r[2] for r in mine}),
+            "bytes": sum(len(f"{r}".encode()) for r in mine),
+            "min_offset": min(r[2] for r in mine),
+            "max_offset": max(r[2] for r in mine),
+        }
+    got = {(r.pop("topic"), r.pop("partition"), r.pop("bad")): r for r in counted}
+    if bad:
+        assert got.pop(("a", None, True))["records"] == bad
+    assert got == expected
+    # the earliest by Kafka timestamp of each record's copies, in the copy's order
+    first: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for r in sorted(rows):
+        first.setdefault(r[:4], (r[0], r[1], r[2], r[4]))
+    assert kept == list(first.values())
