@@ -23,6 +23,8 @@ copy the same way instead of shuffling the hour to the decoders a second time.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
@@ -124,19 +126,40 @@ def _later_copies(batch: pa.RecordBatch, before: pa.RecordBatch | None) -> pa.Ar
     return _neighbours(batch, before, _SAME_RECORD)
 
 
-def count_copy_files(paths: Iterator[str], value_bytes: str) -> Iterator[dict[str, Any]]:
+HASHES_SCHEMA = pa.schema(
+    [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+     (CONTENT_HASH, pa.int64())]
+)  # fmt: skip
+"""An hour's offsets and content hashes, for later hours' dedupe (`count_copy_files`)."""
+TMP_PREFIX = "_tmp-"
+"""A file being written into an output folder (readers skip names starting with `_`)."""
+
+
+def count_copy_files(
+    paths: Iterator[str], value_bytes: str, hashes_out: str
+) -> Iterator[dict[str, Any]]:
     """Inside a task: the input counters of each copy file given, per (topic, partition):
     records, distinct records (less later copies), distinct offsets, value bytes (column
     `value_bytes`), lowest and highest offset; and a row of the unreadable lines it holds
     (`bad`: True). Read a batch at a time, from the columns they need: the copy is sorted,
-    so a later copy of a record, and a repeated offset, are the row before's."""
+    so a later copy of a record, and a repeated offset, are the row before's. The records'
+    offsets and content hashes go to `hashes_out` as they are read, a file per copy file
+    under its name (a retried task writes it again, whole: written aside, then renamed)."""
     cols = [*_SAME_RECORD, value_bytes, BAD_FILE]
+    os.makedirs(hashes_out, exist_ok=True)
     for path in paths:
         found: dict[tuple[Any, ...], dict[str, Any]] = {}
         before = None
+        name = os.path.basename(path)
+        aside = os.path.join(hashes_out, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name}")
+        hashes = None
         for batch in pq.ParquetFile(path).iter_batches(_BATCH_ROWS, columns=cols):
             if not batch.num_rows:
                 continue
+            read = batch.filter(pc.is_null(batch.column(BAD_FILE))).select(HASHES_SCHEMA.names)
+            if read.num_rows:
+                hashes = hashes or pq.ParquetWriter(aside, HASHES_SCHEMA)
+                hashes.write_batch(read.cast(HASHES_SCHEMA))
             counted = pa.table(
                 {
                     "topic": batch.column("topic"),
@@ -164,6 +187,9 @@ def count_copy_files(paths: Iterator[str], value_bytes: str) -> Iterator[dict[st
                 for agg, pick in (("min", min), ("max", max)):
                     v, seen = r[f"offset_{agg}"], got.get(f"{agg}_offset")
                     got[f"{agg}_offset"] = v if seen is None else pick(seen, v)
+        if hashes is not None:
+            hashes.close()
+            os.replace(aside, os.path.join(hashes_out, name))
         for (topic, part, bad), got in found.items():
             yield {
                 "topic": topic, "partition": part, "bad": bad, "records": got["records"],

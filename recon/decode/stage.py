@@ -38,6 +38,7 @@ from recon.decode.copy_input import (
     CARRY_COLUMNS,
     CONTENT_HASH,
     SKIPPED,
+    TMP_PREFIX,
     count_copy_files,
     decode_copy_files,
 )
@@ -120,8 +121,6 @@ class _Input:
 
     unreadable: DataFrame | None
     """JSON lines of the dumps that could not be read (topic, file, line bytes); None: none."""
-    readable: DataFrame
-    """The hour's records (not the unreadable lines), a record's later copies included."""
     stats: dict[PartitionKey, dict[str, Any]]
     cross_dups: dict[PartitionKey, int]
     resets: dict[PartitionKey, int]
@@ -174,14 +173,12 @@ def decode_hour(
         shutil.rmtree(d, ignore_errors=True)
     small = dump_bytes(cfg.raw_path, cfg.topics, [hour]) < SMALL_HOUR_BYTES
     with sized_for(spark, small):
-        inp = _read_input(spark, cfg, hour, files, copy, skip)
+        inp = _read_input(spark, cfg, hour, files, copy, skip, staging / "offset_hashes")
         unreadable = _decode_to_staging(spark, cfg, hour, inp, staging)
         paired, paired_events = _pair_across_partitions(spark, staging)
         decoded = _read_staged(spark, staging, unreadable + paired_events)
         _count_paired(decoded, paired)
-        _write_offset_intervals(
-            inp.readable, inp.stats, staging / "offsets", staging / "offset_hashes"
-        )
+        _write_offset_intervals(spark, inp.stats, staging / "offsets", staging / "offset_hashes")
     checkpoint("decode:staged")
     _publish_outputs(layout, hour, staging)
     checkpoint("decode:outputs-replaced")
@@ -213,6 +210,7 @@ def _read_input(
     files: list[Any],
     copy: Path,
     skip: Path,
+    hashes_out: Path,
 ) -> _Input:
     """The hour's records, each partition's sorted by offset and content, written to `copy` in
     one pass over the dumps: the counters, the offsets kept for later hours and the decode
@@ -230,7 +228,7 @@ def _read_input(
     # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
     # empty hour writes no file to infer it from
     staged = spark.read.schema(marked.schema).parquet(str(copy))
-    stats, bad_lines = _input_stats(spark, copy)
+    stats, bad_lines = _input_stats(spark, copy, hashes_out)
     # later copies of a record included (an offset's rows are the same with or without
     # them, and those who count records drop them: `_count_resets_in_hour`, the decoders)
     readable = staged.where(F.col(BAD_FILE).isNull()).drop(BAD_FILE, VALUE_BYTES)
@@ -253,7 +251,7 @@ def _read_input(
     carried_in = has_parquet(carry_dir)
     to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
     return _Input(
-        bad, readable, stats, cross_dups, resets, to_decode,
+        bad, stats, cross_dups, resets, to_decode,
         copy=copy, skip=skip if has_parquet(skip) else None,
         carry_in=carry_dir if carried_in else None,
     )  # fmt: skip
@@ -303,13 +301,17 @@ def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> Da
     return marked
 
 
-def _input_stats(spark: SparkSession, copy: Path) -> tuple[dict[PartitionKey, dict[str, Any]], int]:
+def _input_stats(
+    spark: SparkSession, copy: Path, hashes_out: Path
+) -> tuple[dict[PartitionKey, dict[str, Any]], int]:
     """The input counters per (topic, partition) of the hour's copy, and how many unreadable
     lines it holds: a task per file of the copy counts its rows as it reads them in order
     (`count_copy_files`: sorted so, a record's later copies and a repeated offset are the row
     before's), and only the counts reach the driver. An aggregate of Spark's needed the
     distinct offsets and contents per partition: three shuffles, ~2.3 s of a 500k-message
-    hour, where a window marking the copies in the copy had cost ~0.8-1.3 s."""
+    hour, where a window marking the copies in the copy had cost ~0.8-1.3 s. The same read
+    writes the records' offsets and content hashes for later hours to `hashes_out` (a Spark
+    job of its own over the copy cost ~0.5 s of a 500k-message hour)."""
     stats: dict[PartitionKey, dict[str, Any]] = {}
     bad_lines = 0
     files = sorted(str(f) for f in copy.glob("*.parquet"))
@@ -317,10 +319,12 @@ def _input_stats(spark: SparkSession, copy: Path) -> tuple[dict[PartitionKey, di
         return stats, bad_lines
 
     def count(paths: Any) -> Any:
-        return count_copy_files(paths, VALUE_BYTES)
+        return count_copy_files(paths, VALUE_BYTES, str(hashes_out))
 
     with job_named(spark, "decode: the input counters of the staging copy"):
         rows = spark.sparkContext.parallelize(files, len(files)).mapPartitions(count).collect()
+    for aside in hashes_out.glob(f"{TMP_PREFIX}*"):  # of task attempts that failed
+        aside.unlink()
     for r in rows:
         if r.pop("bad"):
             bad_lines += int(r["records"])
@@ -672,17 +676,15 @@ def _shape(row: dict[str, Any], n: int) -> EventShape:
 
 
 def _write_offset_intervals(
-    readable: DataFrame, stats: dict[PartitionKey, dict[str, Any]], out: Path, hashes_out: Path
+    spark: SparkSession, stats: dict[PartitionKey, dict[str, Any]], out: Path, hashes: Path
 ) -> None:
-    """Offsets seen this hour, as intervals, for later hours' dedupe, and the content hash read
-    at each offset (read back only where a later hour meets the offset). A partition whose
-    offsets have no gap (its distinct offsets fill its range, which the input counters know) is
-    one interval; only partitions with gaps are found by Spark (gaps-and-islands). A record's
-    later copies in the hour (rare) are written too: its readers look offsets and contents
-    up, and a row more of one changes neither."""
-    spark = readable.sparkSession
-    with job_named(spark, "decode: offsets and content hashes for later hours"):
-        readable.select("topic", "partition", "offset", HASH).write.parquet(str(hashes_out))
+    """Offsets seen this hour, as intervals, for later hours' dedupe (the content hash read at
+    each offset is in `hashes`, written as the input counters were counted: `_input_stats`;
+    read back only where a later hour meets the offset). A partition whose offsets have no
+    gap (its distinct offsets fill its range, which the input counters know) is one interval;
+    only partitions with gaps are found by Spark (gaps-and-islands), from `hashes`. A
+    record's later copies in the hour (rare) are in `hashes` too: its readers look offsets
+    and contents up, and a row more of one changes neither."""
     whole, gappy = [], []
     for key, st in sorted(stats.items()):
         if st["distinct_offsets"] == st["max_offset"] - st["min_offset"] + 1:
@@ -691,7 +693,7 @@ def _write_offset_intervals(
             gappy.append(key)
     if gappy:
         # the intervals from what was just written, not from the dumps again
-        seen = spark.read.parquet(str(hashes_out))
+        seen = spark.read.parquet(str(hashes))
         pairs = [F.struct(F.lit(t), F.lit(p)) for t, p in gappy]
         w = Window.partitionBy("topic", "partition").orderBy("offset")
         intervals = (

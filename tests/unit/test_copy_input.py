@@ -1,7 +1,8 @@
 """The decode tasks' reading of the staging copy (`recon.decode.copy_input`): the copy marks no
 later copies of a record; sorted by (topic, partition, offset, content hash, Kafka timestamp),
 a later copy is the row before's, and a repeated offset too. Read a few rows at a time, the
-counters and the records kept equal those of the whole file counted in Python (hypothesis)."""
+counters, the records kept and the offsets and hashes written for later hours equal those of
+the whole file counted in Python (hypothesis)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def test_copy_counters_and_records_kept_equal_the_whole_file_counted(
     _copy_file(rows, bad, path)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(copy_input, "_BATCH_ROWS", batch)  # neighbours across batches too
-        counted = list(count_copy_files(iter([str(path)]), "_value_bytes"))
+        hashes = path.parent / "hashes"
+        counted = list(count_copy_files(iter([str(path)]), "_value_bytes", str(hashes)))
         kept = [(r.topic, r.partition, r.offset, r.ts_ms) for r in _copy_records(str(path), {})]
     expected: dict[tuple[Any, ...], dict[str, Any]] = {}
     for t, p in sorted({r[:2] for r in rows}):
@@ -78,3 +80,9 @@ def test_copy_counters_and_records_kept_equal_the_whole_file_counted(
     for r in sorted(rows):
         first.setdefault(r[:4], (r[0], r[1], r[2], r[4]))
     assert kept == list(first.values())
+    # every record's offset and content hash, for later hours, under the copy file's name
+    written = [p.name for p in hashes.iterdir()]
+    assert written == ([path.name] if rows else [])
+    if rows:
+        got_hashes = pq.read_table(hashes / path.name).to_pylist()
+        assert [tuple(r.values()) for r in got_hashes] == [r[:4] for r in sorted(rows)]
