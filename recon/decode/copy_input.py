@@ -38,6 +38,7 @@ from recon.core.model import RAW_SCHEMA, RawRecord
 from recon.decode.base import DecodeContext
 from recon.decode.stream import decode_raw, records_of, with_carried
 from recon.decode.task_files import write_task_files
+from recon.faults import fail_once
 from recon.layout import has_parquet
 
 BAD_FILE = "_unreadable_in"
@@ -189,6 +190,7 @@ def count_copy_files(
                     got[f"{agg}_offset"] = v if seen is None else pick(seen, v)
         if hashes is not None:
             hashes.close()
+            fail_once("decode:hashes-written-aside")  # retry tests: an attempt's file aside
             os.replace(aside, os.path.join(hashes_out, name))
         for (topic, part, bad), got in found.items():
             yield {

@@ -16,6 +16,7 @@ import pytest
 from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.decode import stage
+from recon.decode.copy_input import TMP_PREFIX
 from recon.decode.offset_index import hour_intervals
 from recon.decode.stage import decode_hour
 from recon.demo import sample
@@ -426,12 +427,14 @@ def test_a_dataworks_topic_partitioned_by_key_splits_key_changing_updates(
         assert report["identity"]["balanced"] is True, report["identity"]
 
 
+@pytest.mark.parametrize("point", TASK_POINTS)
 def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_duplicates(
-    tmp_path: Path,
+    tmp_path: Path, point: str
 ) -> None:
-    """The decode tasks write their own files (`recon.decode.task_files`): an attempt that
-    failed after writing them counts for nothing, the retry Spark ran is the one committed
-    (a real `recon decode` with one task retry allowed, `local[2,2]`)."""
+    """The decode tasks write their own files (`recon.decode.task_files`), and the input
+    counters' tasks the offsets and hashes for later hours (`count_copy_files`): an attempt
+    that failed after writing them counts for nothing, the retry Spark ran is the one
+    committed (a real `recon decode` with one task retry allowed, `local[2,2]`)."""
     fmt = "canal_json"
     cfg_file = _pipeline(
         tmp_path, fmt, sample.to_records(sample.ENCODERS[fmt](TXNS), f"t_{fmt}"), "jsonl"
@@ -439,7 +442,7 @@ def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_dup
     marker = tmp_path / "failed-once"
     env = {
         **os.environ,
-        "RECON_FAIL_ONCE": TASK_POINTS[0],
+        "RECON_FAIL_ONCE": point,
         "RECON_FAIL_FILE": str(marker),
         "RECON_SPARK_MASTER": "local[2,2]",
         "RECON_SHUFFLE_PARTITIONS": "2",
@@ -463,3 +466,5 @@ def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_dup
     assert totals["records_consumed"] == totals["records_in"] == totals["records"] > 0
     assert counters["quarantine_reasons"] == {}
     assert not list(cfg.warehouse.rglob("_tasks"))  # no attempt's folder is left behind
+    hashes = cfg.layout.offset_hashes(HOURS[0])
+    assert [p.name for p in hashes.iterdir()] and not list(hashes.glob(f"{TMP_PREFIX}*"))
