@@ -136,6 +136,44 @@ TMP_PREFIX = "_tmp-"
 """A file being written into an output folder (readers skip names starting with `_`)."""
 
 
+def _count_batch(
+    batch: pa.RecordBatch,
+    before: pa.RecordBatch | None,
+    value_bytes: str,
+    found: dict[tuple[Any, ...], dict[str, Any]],
+) -> None:
+    """Add one batch of a copy file to `found`, its counts per (topic, partition, unreadable
+    line or not); `before`: the row before the batch (None: none)."""
+    counted = pa.table(
+        {
+            "topic": batch.column("topic"),
+            "partition": batch.column("partition"),
+            "bad": pc.is_valid(batch.column(BAD_FILE)),
+            "offset": batch.column("offset"),
+            "b": batch.column(value_bytes),
+            "later": _later_copies(batch, before),
+            "again": _neighbours(batch, before, _SAME_RECORD[:3]),
+            "one": pa.array([1] * batch.num_rows, pa.int64()),
+        }
+    )
+    sums = counted.group_by(["topic", "partition", "bad"], use_threads=False).aggregate(
+        [("one", "sum"), ("later", "sum"), ("again", "sum"), ("b", "sum"),
+         ("offset", "min"), ("offset", "max")]
+    )  # fmt: skip
+    for r in sums.to_pylist():
+        got = found.setdefault(
+            (r["topic"], r["partition"], r["bad"]),
+            {"records": 0, "later": 0, "again": 0, "bytes": 0},
+        )
+        got["records"] += r["one_sum"]
+        got["later"] += r["later_sum"] or 0
+        got["again"] += r["again_sum"] or 0
+        got["bytes"] += r["b_sum"] or 0
+        for agg, pick in (("min", min), ("max", max)):
+            v, seen = r[f"offset_{agg}"], got.get(f"{agg}_offset")
+            got[f"{agg}_offset"] = v if seen is None else pick(seen, v)
+
+
 def count_copy_files(
     paths: Iterator[str], value_bytes: str, hashes_out: str
 ) -> Iterator[dict[str, Any]]:
@@ -161,33 +199,8 @@ def count_copy_files(
             if read.num_rows:
                 hashes = hashes or pq.ParquetWriter(aside, HASHES_SCHEMA)
                 hashes.write_batch(read.cast(HASHES_SCHEMA))
-            counted = pa.table(
-                {
-                    "topic": batch.column("topic"),
-                    "partition": batch.column("partition"),
-                    "bad": pc.is_valid(batch.column(BAD_FILE)),
-                    "offset": batch.column("offset"),
-                    "b": batch.column(value_bytes),
-                    "later": _later_copies(batch, before),
-                    "again": _neighbours(batch, before, _SAME_RECORD[:3]),
-                }
-            )
+            _count_batch(batch, before, value_bytes, found)
             before = batch.slice(batch.num_rows - 1)
-            counted = counted.append_column("one", pa.array([1] * counted.num_rows, pa.int64()))
-            sums = counted.group_by(["topic", "partition", "bad"], use_threads=False).aggregate(
-                [("one", "sum"), ("later", "sum"), ("again", "sum"), ("b", "sum"),
-                 ("offset", "min"), ("offset", "max")]
-            )  # fmt: skip
-            for r in sums.to_pylist():
-                k = (r["topic"], r["partition"], r["bad"])
-                got = found.setdefault(k, {"records": 0, "later": 0, "again": 0, "bytes": 0})
-                got["records"] += r["one_sum"]
-                got["later"] += r["later_sum"] or 0
-                got["again"] += r["again_sum"] or 0
-                got["bytes"] += r["b_sum"] or 0
-                for agg, pick in (("min", min), ("max", max)):
-                    v, seen = r[f"offset_{agg}"], got.get(f"{agg}_offset")
-                    got[f"{agg}_offset"] = v if seen is None else pick(seen, v)
         if hashes is not None:
             hashes.close()
             fail_once("decode:hashes-written-aside")  # retry tests: an attempt's file aside
