@@ -216,18 +216,18 @@ def _read_input(
     one pass over the dumps: the counters, the offsets kept for later hours and the decode
     read that copy, not the dumps again (it was three passes and three shuffles of them)."""
     records, unreadable = read_hour(spark, files)
-    marked = _every_record_marked(records, unreadable)
+    copied = _every_record_sorted(records, unreadable)
     with job_named(spark, "decode: the hour's records, sorted, to a staging copy"):
         # a file per task, never split: a partition's records stay in one file; the values
         # without a dictionary (each is its own: building one and throwing it away cost
         # ~0.5 s of a 500k-message Debezium hour) and without statistics (no reader filters
         # on them, and the minimum and maximum compare values that share a long prefix:
         # writing a 500k-message Debezium copy took ~3.9 s with them, ~2.9 s without)
-        marked.write.options(**_COPY_WRITE).parquet(str(copy))
+        copied.write.options(**_COPY_WRITE).parquet(str(copy))
     # no cache: each pass re-reads the copy in bounded splits, so a task holds a slice of the
     # hour, never the hour (a cached hour had to fit in the heap); the schema is given, as an
     # empty hour writes no file to infer it from
-    staged = spark.read.schema(marked.schema).parquet(str(copy))
+    staged = spark.read.schema(copied.schema).parquet(str(copy))
     stats, bad_lines = _input_stats(spark, copy, hashes_out)
     # later copies of a record included (an offset's rows are the same with or without
     # them, and those who count records drop them: `_count_resets_in_hour`, the decoders)
@@ -257,7 +257,7 @@ def _read_input(
     )  # fmt: skip
 
 
-def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> DataFrame:
+def _every_record_sorted(records: DataFrame, unreadable: DataFrame | None) -> DataFrame:
     """Every record of the hour with its content hash, each partition's records in one task
     sorted by (offset, content hash, Kafka timestamp), and the unreadable JSON lines beside
     them (`BAD_FILE` set)."""
@@ -274,7 +274,7 @@ def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> Da
     # write tasks for a 2-partition hour (~1.3 s, every hour)
     keys = ["topic", "partition", "offset", HASH]
     rest = [c for c in records.columns if c not in keys]
-    marked = (
+    copied = (
         records.withColumn(HASH, F.xxhash64("key", "value"))
         .repartition("topic", "partition")
         .sortWithinPartitions(*keys, "ts_ms")
@@ -290,7 +290,7 @@ def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> Da
         # JSON lines that could not be read ride along in the same copy (their file in
         # `BAD_FILE`, their text as the value): the dumps are parsed once, and the quarantine
         # of unreadable lines costs a job only in an hour that has some
-        marked = marked.unionByName(
+        copied = copied.unionByName(
             unreadable.select(
                 "topic",
                 F.col("file").alias(BAD_FILE),
@@ -298,7 +298,7 @@ def _every_record_marked(records: DataFrame, unreadable: DataFrame | None) -> Da
             ),
             allowMissingColumns=True,
         )
-    return marked
+    return copied
 
 
 def _input_stats(
