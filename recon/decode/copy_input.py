@@ -2,14 +2,13 @@
 
 The staging copy (`recon.decode.stage._read_input`) is written partitioned by Kafka partition
 (topic, partition) and sorted by offset (then content hash and Kafka timestamp) within it: a
-partition's records are in one file, in the order its decoder needs (a file may hold several partitions, one after the other: adaptive
-execution packs small ones into one task). So a decode task can take a file, read it with Arrow
+partition's records are in one file, in the order its decoder needs (a file may hold several
+partitions, one after the other: adaptive execution packs small ones into one task). So a decode task can take a file, read it with Arrow
 a row group at a time, and decode it, instead of Spark reading the copy, shuffling it a second
 time by partition, sorting it, and handing it to Python (measured on 2 cores, a 500k-message
 DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job). A later copy
-of a record in the hour (same offset, same content) is in the copy too, after the first and
-its neighbour (the copy is sorted by offset, content hash and Kafka timestamp): the tasks leave
-it out, keeping the earliest.
+of a record in the hour (same offset, same content) is in the copy too, right after the first
+(the earliest by Kafka timestamp): the tasks leave it out.
 
 The records carried in from the hour before are few: every task reads them, and feeds those of
 its partitions in offset order (`recon.decode.stream.with_carried`). Partitions with carried
@@ -153,11 +152,10 @@ def _count_batch(
             "b": batch.column(value_bytes),
             "later": _later_copies(batch, before),
             "again": _neighbours(batch, before, _SAME_RECORD[:3]),
-            "one": pa.array([1] * batch.num_rows, pa.int64()),
         }
     )
     sums = counted.group_by(["topic", "partition", "bad"], use_threads=False).aggregate(
-        [("one", "sum"), ("later", "sum"), ("again", "sum"), ("b", "sum"),
+        [([], "count_all"), ("later", "sum"), ("again", "sum"), ("b", "sum"),
          ("offset", "min"), ("offset", "max")]
     )  # fmt: skip
     for r in sums.to_pylist():
@@ -165,7 +163,7 @@ def _count_batch(
             (r["topic"], r["partition"], r["bad"]),
             {"records": 0, "later": 0, "again": 0, "bytes": 0},
         )
-        got["records"] += r["one_sum"]
+        got["records"] += r["count_all"]
         got["later"] += r["later_sum"] or 0
         got["again"] += r["again_sum"] or 0
         got["bytes"] += r["b_sum"] or 0
