@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
-from itertools import chain
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from recon.core.model import RAW_SCHEMA, RawRecord
-from recon.decode.base import DecodeContext
-from recon.decode.stream import decode_raw, records_of, with_carried
-from recon.decode.task_files import write_task_files
+from recon.decode.stream import records_of
 from recon.faults import fail_once
 from recon.layout import has_parquet
 
@@ -90,15 +87,20 @@ def read_skip_list(skip_dir: str | None) -> SkipList:
     return out
 
 
-def _kept(batch: pa.RecordBatch, skip: SkipList, offsets: pa.Array) -> pa.Array:
+def kept_rows(
+    batch: pa.RecordBatch,
+    skip: SkipList,
+    offsets: pa.Array,
+    hashes_at: Callable[[list[int]], list[int]],
+) -> pa.Array:
     """True for each row of `batch` not in `skip`: only rows at an offset in the list (`offsets`,
-    every partition's) are looked at one by one."""
+    every partition's) are looked at one by one, their content hashes by `hashes_at` (the
+    rows' indexes)."""
     at = pc.indices_nonzero(pc.is_in(batch.column("offset"), value_set=offsets)).to_pylist()
     keep = [True] * batch.num_rows
     if at:
         cols = [batch.column(c).take(at).to_pylist() for c in ("topic", "partition", "offset")]
-        hashes = batch.column(CONTENT_HASH).take(at).to_pylist()
-        for i, t, p, o, h in zip(at, *cols, hashes, strict=True):
+        for i, t, p, o, h in zip(at, *cols, hashes_at(at), strict=True):
             keep[i] = (o, h) not in skip.get((t, p), ())
     return pa.array(keep, pa.bool_())
 
@@ -131,6 +133,11 @@ HASHES_SCHEMA = pa.schema(
      (CONTENT_HASH, pa.int64())]
 )  # fmt: skip
 """An hour's offsets and content hashes, for later hours' dedupe (`count_copy_files`)."""
+HASHES_WRITE: dict[str, Any] = {
+    "use_dictionary": ["topic", "partition"],
+    "write_statistics": ["topic", "partition", "offset"],
+}
+"""A dictionary and statistics for the columns that repeat or are looked up, not the hashes."""
 TMP_PREFIX = "_tmp-"
 """A file being written into an output folder (readers skip names starting with `_`)."""
 
@@ -195,7 +202,7 @@ def count_copy_files(
                 continue
             read = batch.filter(pc.is_null(batch.column(BAD_FILE))).select(HASHES_SCHEMA.names)
             if read.num_rows:
-                hashes = hashes or pq.ParquetWriter(aside, HASHES_SCHEMA)
+                hashes = hashes or pq.ParquetWriter(aside, HASHES_SCHEMA, **HASHES_WRITE)
                 hashes.write_batch(read.cast(HASHES_SCHEMA))
             _count_batch(batch, before, value_bytes, found)
             before = batch.slice(batch.num_rows - 1)
@@ -212,7 +219,7 @@ def count_copy_files(
             }  # fmt: skip
 
 
-def _copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
+def copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
     names = [f.name for f in RAW_SCHEMA]
     offsets = pa.array(sorted({o for s in skip.values() for o, _ in s}), pa.int64())
     cols = [*names, BAD_FILE, CONTENT_HASH]
@@ -225,35 +232,13 @@ def _copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
         before = batch.slice(batch.num_rows - 1)
         keep = pc.and_(pc.is_null(batch.column(BAD_FILE)), pc.invert(later))
         if skip:
-            keep = pc.and_(keep, _kept(batch, skip, offsets))
+
+            def hashes_at(at: list[int], batch: pa.RecordBatch = batch) -> list[int]:
+                return batch.column(CONTENT_HASH).take(at).to_pylist()
+
+            keep = pc.and_(keep, kept_rows(batch, skip, offsets, hashes_at))
         # most batches keep every row: filtering copied each of their values
         records = batch if keep.false_count == 0 and keep.null_count == 0 else batch.filter(keep)
         yield from records_of(
             pa.RecordBatch.from_arrays(records.columns[: len(names)], schema=RAW_SCHEMA)
         )
-
-
-def decode_copy_files(
-    files: Iterator[str | None],
-    fmt: str,
-    ctx: DecodeContext,
-    carry_dir: str | None,
-    carried_only: list[tuple[str, int]],
-    staging: str,
-    skip_dir: str | None = None,
-) -> Iterator[tuple[int, str, str]]:
-    """Inside a decode task: decode each copy file given (None: the partitions that only have
-    carried records, `carried_only`), less the records in `skip_dir` (`read_skip_list`), write
-    the output (`write_task_files`), and yield its file rows (task, kind, path)."""
-    carried = read_carried(carry_dir)
-    skip = read_skip_list(skip_dir)
-    streams: list[Iterator[RawRecord]] = []
-    for f in files:
-        if f is None:
-            streams.append(chain.from_iterable(carried.get(k, []) for k in sorted(carried_only)))
-        else:  # no merge layer on every record when nothing was carried in (most hours)
-            own = _copy_records(f, skip)
-            streams.append(with_carried(own, carried) if carried else own)
-    batches = decode_raw(chain.from_iterable(streams), fmt, ctx, shapes=True)
-    for rows in write_task_files(batches, staging):
-        yield from zip(*(c.to_pylist() for c in rows.columns), strict=True)

@@ -15,6 +15,7 @@ import logging
 import shutil
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import chain
@@ -40,8 +41,9 @@ from recon.decode.copy_input import (
     SKIPPED,
     TMP_PREFIX,
     count_copy_files,
-    decode_copy_files,
 )
+from recon.decode.decode_tasks import TaskInput, decode_task_inputs
+from recon.decode.dump_input import count_dump_files, dumps_in_place
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
@@ -125,11 +127,13 @@ class _Input:
     cross_dups: dict[PartitionKey, int]
     resets: dict[PartitionKey, int]
     """Records at an offset an earlier hour (or this one) read with other content."""
-    to_decode: DataFrame
-    copy: Path
-    """The hour's staging copy: partitioned by (topic, partition), sorted by offset. The
-    decoders read its files themselves (`recon.decode.copy_input`), with the carried-in
-    records."""
+    to_decode: Callable[[], DataFrame]
+    """The records for the decoders Spark shuffles to (the tests' other way), built on call."""
+    tasks: list[TaskInput]
+    """What the decoders read themselves, with the carried-in records: the hour's staging
+    copy's files (partitioned by (topic, partition), sorted by offset:
+    `recon.decode.copy_input`), or its partitions in the dumps read in place
+    (`recon.decode.dump_input`)."""
     skip: Path | None
     """The copy's records at offsets an earlier hour read, those it read (same content) marked
     `SKIPPED`, which the decoders leave out; None: none."""
@@ -212,10 +216,92 @@ def _read_input(
     skip: Path,
     hashes_out: Path,
 ) -> _Input:
+    """The hour's records, counted, their offsets and content hashes written to `hashes_out`
+    for later hours, and what the decoders read: the Parquet dumps in place when each
+    partition's records are in offset order in them already (`_dumps_in_place`), or else a
+    copy sorted so, written to `copy` in one pass over the dumps (`_staging_copy`)."""
+    jsonl = any(hf.jsonl for hf in files)  # their unreadable lines ride in the copy
+    in_place = None if jsonl else _dumps_in_place(spark, files, hashes_out)
+    if in_place is not None:
+        stats, tasks = in_place
+        bad = None
+
+        def readable() -> DataFrame:  # read by Spark only where an earlier hour read offsets
+            return read_hour(spark, files)[0].withColumn(HASH, F.xxhash64("key", "value"))
+
+    else:
+        records, unreadable = read_hour(spark, files)
+        copied, bad, stats, tasks = _staging_copy(spark, records, unreadable, copy, hashes_out)
+
+        def readable() -> DataFrame:
+            return copied
+
+    log.info(
+        "%s %s: the decoders read %s", cfg.name, hour_text(hour),
+        "the dumps in place (each partition in offset order in them)" if in_place is not None
+        else "a staging copy of the hour sorted by partition and offset",
+    )  # fmt: skip
+    fresh, cross_dups, resets, seen = _drop_seen_records(
+        spark, cfg.layout, hour, readable, stats, skip
+    )
+    if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
+        _count_resets_in_hour(fresh(), seen, resets)
+    carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
+    carried_in = has_parquet(carry_dir)
+
+    def to_decode() -> DataFrame:
+        # for the decoders Spark shuffles to (the copy's readers find them in order): a
+        # record's later copies left out, the earliest by Kafka timestamp decoded
+        first = Window.partitionBy("topic", "partition", "offset", HASH).orderBy("ts_ms")
+        one = fresh().withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
+        one = one.drop("_n", HASH)
+        return one.unionByName(_carried_records(spark, carry_dir)) if carried_in else one
+
+    return _Input(
+        bad, stats, cross_dups, resets, to_decode,
+        tasks=tasks, skip=skip if has_parquet(skip) else None,
+        carry_in=carry_dir if carried_in else None,
+    )  # fmt: skip
+
+
+def _dumps_in_place(
+    spark: SparkSession, files: list[Any], hashes_out: Path
+) -> tuple[dict[PartitionKey, dict[str, Any]], list[TaskInput]] | None:
+    """The input counters and the decoders' partitions of an hour whose Parquet dumps can be
+    read in place (`recon.decode.dump_input`): a task per dump file counts it and writes its
+    offsets and content hashes; None (nothing left in `hashes_out`) when they cannot."""
+    items = [(n, path, topic) for n, (path, topic) in enumerate(
+        (path, hf.topic) for hf in files for path in hf.parquet)]  # fmt: skip
+    if not items:
+        return None
+
+    def count(part: Any) -> Any:
+        return count_dump_files(part, str(hashes_out))
+
+    with job_named(spark, "decode: the dumps' input counters, if they are in offset order"):
+        rows = spark.sparkContext.parallelize(items, len(items)).mapPartitions(count).collect()
+    found = dumps_in_place(rows)
+    if found is None:
+        shutil.rmtree(hashes_out, ignore_errors=True)
+        return None
+    for aside in hashes_out.glob(f"{TMP_PREFIX}*"):  # of task attempts that failed
+        aside.unlink()
+    stats, slices = found
+    return dict(stats), list(slices)
+
+
+def _staging_copy(
+    spark: SparkSession,
+    records: DataFrame,
+    unreadable: DataFrame | None,
+    copy: Path,
+    hashes_out: Path,
+) -> tuple[DataFrame, DataFrame | None, dict[PartitionKey, dict[str, Any]], list[TaskInput]]:
     """The hour's records, each partition's sorted by offset and content, written to `copy` in
     one pass over the dumps: the counters, the offsets kept for later hours and the decode
-    read that copy, not the dumps again (it was three passes and three shuffles of them)."""
-    records, unreadable = read_hour(spark, files)
+    read that copy, not the dumps again (it was three passes and three shuffles of them).
+    Returns (the copy's readable records, the unreadable lines or None, the input counters,
+    the copy's files)."""
     copied = _every_record_sorted(records, unreadable)
     with job_named(spark, "decode: the hour's records, sorted, to a staging copy"):
         # a file per task, never split: a partition's records stay in one file; the values
@@ -237,24 +323,8 @@ def _read_input(
         bad = staged.where(F.col(BAD_FILE).isNotNull()).select(
             "topic", F.col(BAD_FILE).alias("file"), F.col("value").alias("line")
         )
-    fresh, cross_dups, resets, seen = _drop_seen_records(
-        spark, cfg.layout, hour, readable, stats, skip
-    )
-    if any(st["distinct"] > st["distinct_offsets"] for st in stats.values()):
-        _count_resets_in_hour(fresh, seen, resets)
-    # for the decoders Spark shuffles to (the copy's readers find them in order): a record's
-    # later copies left out, the earliest by Kafka timestamp decoded
-    first = Window.partitionBy("topic", "partition", "offset", HASH).orderBy("ts_ms")
-    fresh = fresh.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
-    fresh = fresh.drop("_n", HASH)
-    carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
-    carried_in = has_parquet(carry_dir)
-    to_decode = fresh.unionByName(_carried_records(spark, carry_dir)) if carried_in else fresh
-    return _Input(
-        bad, stats, cross_dups, resets, to_decode,
-        copy=copy, skip=skip if has_parquet(skip) else None,
-        carry_in=carry_dir if carried_in else None,
-    )  # fmt: skip
+    tasks: list[TaskInput] = [*sorted(str(f) for f in copy.glob("*.parquet"))]
+    return readable, bad, stats, tasks
 
 
 def _every_record_sorted(records: DataFrame, unreadable: DataFrame | None) -> DataFrame:
@@ -377,21 +447,25 @@ def _drop_seen_records(
     spark: SparkSession,
     layout: Layout,
     hour: datetime,
-    readable: DataFrame,
+    read: Callable[[], DataFrame],
     stats: dict[PartitionKey, dict[str, Any]],
     skip: Path,
-) -> tuple[DataFrame, dict[PartitionKey, int], dict[PartitionKey, int], DataFrame | None]:
+) -> tuple[
+    Callable[[], DataFrame], dict[PartitionKey, int], dict[PartitionKey, int], DataFrame | None
+]:
     """Records an earlier hour already read (same offset, same content) are duplicates: drop
     and count them, and mark them in `skip` (every record at an offset an earlier hour read:
     topic, partition, offset, content hash, `SKIPPED`) for the decoders that read the copy. A
     record at an offset an earlier hour read with other content is new (a topic re-created, a
     cluster moved): kept, and counted as an offset reset. The offset intervals of earlier
     hours find the candidates (usually none); only the hours they point at have their content
-    hashes read. Returns (fresh, duplicates and resets per
-    partition, the records at offsets earlier hours read)."""
+    hashes read. `read` gives the hour's readable records (read only when an earlier hour's
+    offsets meet the hour's). Returns (the fresh records, built on call; duplicates and
+    resets per partition; the records at offsets earlier hours read)."""
     meeting = _intervals_meeting_hour(layout, hour, stats)
     if not meeting.num_rows:
-        return readable, {}, {}, None
+        return read, {}, {}, None
+    readable = read()
     iv = spark.createDataFrame(
         meeting.rename_columns(["topic", "partition", "lo", "hi", "_ivh"]).to_pylist(),
         "topic string, partition int, lo long, hi long, _ivh string",
@@ -410,7 +484,7 @@ def _drop_seen_records(
         for r in seen.groupBy("topic", "partition", "_ivh").agg(F.count("*").alias("n")).collect()
     }
     if not hit:
-        return readable, {}, {}, None
+        return read, {}, {}, None
     hours = sorted({h for _, _, h in hit})
     with_hashes = [h for h in hours if has_parquet(layout.offset_hashes(h))]
     # hours decoded before contents were kept: an offset they read is a duplicate, as before
@@ -420,7 +494,7 @@ def _drop_seen_records(
         same = seen.join(hashes.select(*keys), keys, "left_semi").select(*keys)
         dup = dup.unionByName(same)
     dup, cross_dups, resets = _mark_seen(spark, seen.select(*keys).distinct(), dup, skip)
-    return readable.join(dup, keys, "left_anti"), cross_dups, resets, seen
+    return lambda: readable.join(dup, keys, "left_anti"), cross_dups, resets, seen
 
 
 def _mark_seen(
@@ -478,7 +552,8 @@ def _decode_to_staging(
         shuffle_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
         n_parts = max(1, min(len(inp.stats), shuffle_parts))
         decoded = (
-            inp.to_decode.repartition(n_parts, "topic", "partition")
+            inp.to_decode()
+            .repartition(n_parts, "topic", "partition")
             .sortWithinPartitions("topic", "partition", "offset")
             .mapInArrow(decode_partition, FILE_ROWS_DDL)
         )
@@ -498,7 +573,7 @@ def _decode_copy(
     """The decoders over the copy's files, a task per file (`recon.decode.copy_input`), and
     one for the partitions that only have carried-in records. Returns the file rows of the
     successful task attempts (`recon.decode.task_files`)."""
-    tasks: list[str | None] = [*sorted(str(f) for f in inp.copy.glob("*.parquet"))]
+    tasks = list(inp.tasks)
     carry = None if inp.carry_in is None else str(inp.carry_in)
     skip = None if inp.skip is None else str(inp.skip)
     carried_only: list[PartitionKey] = []
@@ -514,7 +589,7 @@ def _decode_copy(
         return []
 
     def decode_files(files: Any) -> Any:
-        return decode_copy_files(files, fmt, ctx, carry, carried_only, out, skip)
+        return decode_task_inputs(files, fmt, ctx, carry, carried_only, out, skip)
 
     rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(decode_files)
     with job_named(spark, "decode: the decoders (one task per Kafka partition)"):

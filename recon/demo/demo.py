@@ -60,8 +60,11 @@ def write_dump(
     hours: list[datetime],
     files_per_hour: int = 2,
     seed: int = 1,
+    in_order: bool = False,
 ) -> None:
-    """Write records into the dump layout, bucketed by record timestamp, shuffled over files."""
+    """Write records into the dump layout, bucketed by record timestamp, shuffled over files;
+    `in_order`: in offset order instead, as Spark's Kafka source writes them (each file a run
+    of each partition's offsets, the partitions interleaved as they were produced)."""
     rnd = random.Random(seed)
     by_hour: dict[str, list[RawRecord]] = {format_hour(h): [] for h in hours}
     for r in records:
@@ -75,8 +78,11 @@ def write_dump(
         folder.mkdir(parents=True, exist_ok=True)
         recs = list(recs)
         rnd.shuffle(recs)
+        if in_order:
+            recs.sort(key=lambda r: (r.offset, r.partition))
         for i in range(files_per_hour):
-            chunk = recs[i::files_per_hour]
+            size = -(-len(recs) // files_per_hour)
+            chunk = recs[i * size : (i + 1) * size] if in_order else recs[i::files_per_hour]
             if kind == "parquet":
                 table = pa.Table.from_pylist(
                     [

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -22,7 +23,7 @@ from recon.decode.stage import decode_hour
 from recon.demo import sample
 from recon.demo.demo import _straddle_last_envelope, write_dump
 from recon.faults import TASK_POINTS
-from recon.layout import Layout, hour_text
+from recon.layout import Layout, has_parquet, hour_text
 from tests.support.builders import write_pipeline
 from tests.support.hourly import event_key
 
@@ -31,8 +32,10 @@ HOURS = [H0, H0 + timedelta(hours=1)]
 TXNS = sample.workload(H0, 2, txns_per_hour=8, seed=11)
 
 
-def _pipeline(tmp: Path, fmt: str, records: list[RawRecord], kind: str) -> Path:
-    write_dump(tmp / "raw", f"t_{fmt}", records, kind, HOURS)
+def _pipeline(
+    tmp: Path, fmt: str, records: list[RawRecord], kind: str, in_order: bool = False
+) -> Path:
+    write_dump(tmp / "raw", f"t_{fmt}", records, kind, HOURS, in_order=in_order)
     tables = {"shop.orders": {"ddl": sample.CREATE_SQL} if fmt == "tdsql_json" else {}}
     return write_pipeline(
         tmp / f"{fmt}.yaml", name=f"p_{fmt}", format=fmt, topics=[f"t_{fmt}"], tables=tables
@@ -194,6 +197,96 @@ def test_redelivered_records_are_left_out_of_the_copy_the_decoders_read(
     assert c1["duplicates_cross_hour"] == len(again) and c1["offset_resets"] == 1
     assert c1["records_quarantined"] == 1  # the reset's value is not a change of this format
     assert got[True][0] == sorted(map(event_key, _reference(fmt)))
+
+
+def _redelivered(fmt: str, recs: list[RawRecord]) -> list[RawRecord]:
+    """Hour 1 also holds the last two records of each partition of hour 0 (re-delivered: same
+    offset, same content) and hour 0's first offset with other content (an offset reset)."""
+    end0 = int(HOURS[1].timestamp() * 1000)
+    h0 = [r for r in recs if (r.ts_ms or 0) < end0]
+    tails: dict[int, list[RawRecord]] = {}
+    for r in sorted(h0, key=lambda r: r.offset):
+        tails.setdefault(r.partition, []).append(r)
+    again = [
+        RawRecord(r.topic, r.partition, r.offset, r.key, r.value, end0 + 100)
+        for rs in tails.values()
+        for r in rs[-2:]
+    ]
+    first = h0[0]
+    reset = RawRecord(first.topic, first.partition, first.offset, first.key, b"{}", end0 + 200)
+    return [*again, reset]
+
+
+def _decoded_outputs(cfg: Any) -> dict[str, Any]:
+    """Everything the decode stage keeps of its hours, in an order of its own."""
+    lay = cfg.layout
+
+    def rows(folder: Path) -> list[dict[str, Any]]:
+        return pq.read_table(folder).to_pylist() if has_parquet(folder) else []
+
+    quarantine = [
+        {k: v for k, v in r.items() if k != "reason"} | {"reason": str(r["reason"])}
+        for h in HOURS
+        for r in rows(lay.quarantine(h))
+    ]
+    hashes = [rows(lay.offset_hashes(h)) for h in HOURS]
+    intervals = [hour_intervals(lay.offsets(h), hour_text(h)).to_pylist() for h in HOURS]
+    return {
+        "events": sorted(map(event_key, _events(cfg.warehouse, cfg.name))),
+        "quarantine": sorted(quarantine, key=lambda r: (r["topic"], r["partition"], r["offset"])),
+        "hashes": [sorted(h, key=lambda r: tuple(r.values())) for h in hashes],
+        "intervals": [sorted(i, key=lambda r: tuple(map(str, r.values()))) for i in intervals],
+    }
+
+
+@pytest.mark.parametrize(
+    ("fmt", "twice"),
+    [("tencent_dts_pb", False), ("debezium_json", False), ("dataworks_json", True)],
+)
+def test_dumps_in_offset_order_are_read_in_place_and_decode_as_the_copy_does(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, twice: bool
+) -> None:
+    """Dumps written as Spark's Kafka source writes them (each partition's offsets rising in each
+    file, the partitions interleaved) are read in place by the decoders, with no staging copy
+    (`recon.decode.dump_input`); the same records shuffled over the files go through the copy.
+    Both give the same events, quarantine (with each record's Kafka timestamp), counters, and
+    offsets and content hashes kept for later hours. Tencent's last envelope of hour 0 is split
+    across the hours (carried); hour 1 holds records hour 0 read (re-delivered: skipped) and
+    one of its offsets with other content (a reset); `twice`: hour 1 holds a record twice,
+    which only the copy sorts out (that hour takes it)."""
+    recs = sample.to_records(sample.ENCODERS[fmt](TXNS), f"t_{fmt}")
+    if fmt == "tencent_dts_pb":
+        _straddle_last_envelope(recs, H0)
+    # the same changes in a second partition: the files of a partition hold the other's too
+    recs += [RawRecord(r.topic, 1, r.offset, r.key, r.value, r.ts_ms) for r in recs]
+    recs += _redelivered(fmt, recs)
+    if twice:
+        r = recs[-2]
+        recs.append(RawRecord(r.topic, r.partition, r.offset, r.key, r.value, (r.ts_ms or 0) + 1))
+    copies: list[str] = []
+    real = stage._staging_copy
+    monkeypatch.setattr(stage, "_staging_copy", lambda *a: copies.append("copy") or real(*a))
+    got, counters = {}, {}
+    for in_order in (False, True):
+        copies.clear()
+        write_dump(
+            tmp_path / f"raw{in_order}", f"t_{fmt}", recs, "parquet", HOURS, in_order=in_order
+        )
+        path = write_pipeline(
+            tmp_path / f"{in_order}.yaml", name=f"p_{int(in_order)}", format=fmt, topics=[f"t_{fmt}"],
+            raw=f"raw{in_order}", warehouse=f"wh{in_order}",
+        )  # fmt: skip
+        cfg = load_config(path)
+        counters[in_order] = [_same_counters(decode_hour(spark, cfg, h)) for h in HOURS]
+        got[in_order] = _decoded_outputs(cfg)
+        assert copies == ["copy"] * (2 if not in_order else int(twice))
+    assert got[True] == got[False] and counters[True] == counters[False]
+    c1 = counters[True][1]["totals"]
+    assert c1["duplicates_cross_hour"] == 4  # two records of each partition
+    assert c1["offset_resets"] == 1 and c1["duplicates_in_hour"] == int(twice)
+    events = got[True]["events"]
+    assert [e for e in events if ("partition", "0") in e] == sorted(map(event_key, _reference(fmt)))
+    assert len(events) == 2 * len(_reference(fmt))
 
 
 def test_garbage_and_unreadable_lines_are_quarantined_with_bytes(spark, tmp_path: Path) -> None:
@@ -428,17 +521,18 @@ def test_a_dataworks_topic_partitioned_by_key_splits_key_changing_updates(
 
 
 @pytest.mark.parametrize("point", TASK_POINTS)
+@pytest.mark.parametrize("dumps", ["jsonl", "parquet in order"])
 def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_duplicates(
-    tmp_path: Path, point: str
+    tmp_path: Path, point: str, dumps: str
 ) -> None:
     """The decode tasks write their own files (`recon.decode.task_files`), and the input
-    counters' tasks the offsets and hashes for later hours (`count_copy_files`): an attempt
-    that failed after writing them counts for nothing, the retry Spark ran is the one
-    committed (a real `recon decode` with one task retry allowed, `local[2,2]`)."""
+    counters' tasks the offsets and hashes for later hours (`count_copy_files`, or
+    `count_dump_files` where the dumps are read in place): an attempt that failed after
+    writing them counts for nothing, the retry Spark ran is the one committed (a real
+    `recon decode` with one task retry allowed, `local[2,2]`)."""
     fmt = "canal_json"
-    cfg_file = _pipeline(
-        tmp_path, fmt, sample.to_records(sample.ENCODERS[fmt](TXNS), f"t_{fmt}"), "jsonl"
-    )
+    recs = sample.to_records(sample.ENCODERS[fmt](TXNS), f"t_{fmt}")
+    cfg_file = _pipeline(tmp_path, fmt, recs, dumps.split()[0], in_order=dumps != "jsonl")
     marker = tmp_path / "failed-once"
     env = {
         **os.environ,
@@ -446,6 +540,7 @@ def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_dup
         "RECON_FAIL_FILE": str(marker),
         "RECON_SPARK_MASTER": "local[2,2]",
         "RECON_SHUFFLE_PARTITIONS": "2",
+        "RECON_LOG_LEVEL": "INFO",  # the stage's line of how the decoders read the hour
     }
     for h in HOURS:
         run = subprocess.run(
@@ -457,6 +552,8 @@ def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_dup
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
         assert marker.is_file()  # the first hour's task failed once, after writing its files
+        in_place = "the decoders read the dumps in place" in run.stderr + run.stdout
+        assert in_place is (dumps != "jsonl"), run.stderr[-3000:]
     cfg = load_config(cfg_file)
     assert sorted(map(event_key, _events(cfg.warehouse, cfg.name))) == sorted(
         map(event_key, _reference(fmt))

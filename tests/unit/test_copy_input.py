@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from recon.core.model import RAW_SCHEMA
 from recon.decode import copy_input
-from recon.decode.copy_input import BAD_FILE, CONTENT_HASH, _copy_records, count_copy_files
+from recon.decode.copy_input import BAD_FILE, CONTENT_HASH, copy_records, count_copy_files
 
 _ROWS = st.lists(
     st.tuples(
@@ -59,7 +59,7 @@ def test_copy_counters_and_records_kept_equal_the_whole_file_counted(
         mp.setattr(copy_input, "_BATCH_ROWS", batch)  # neighbours across batches too
         hashes = path.parent / "hashes"
         counted = list(count_copy_files(iter([str(path)]), "_value_bytes", str(hashes)))
-        kept = [(r.topic, r.partition, r.offset, r.ts_ms) for r in _copy_records(str(path), {})]
+        kept = [(r.topic, r.partition, r.offset, r.ts_ms) for r in copy_records(str(path), {})]
     expected: dict[tuple[Any, ...], dict[str, Any]] = {}
     for t, p in sorted({r[:2] for r in rows}):
         mine = [r for r in rows if r[:2] == (t, p)]

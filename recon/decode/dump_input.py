@@ -1,0 +1,263 @@
+"""The decode tasks read an hour's Parquet dumps in place when they are in Kafka's order already.
+
+A dumper that writes each Kafka partition's records in offset order (Spark's Kafka source: a
+task per topic-partition range; Kafka Connect's S3 sink: a file per partition and offset range)
+leaves the staging copy (`recon.decode.stage._read_input`) nothing to do but move every value
+through a shuffle and a sort: ~3.8 s of a 500k-message DataWorks hour, ~5.8 s of a Debezium one
+(2 cores). So a task per dump file first reads it (`count_dump_files`): when its records are in
+order (each partition's offsets rising, no null partition or offset, columns of the types
+Spark's Kafka source writes, which need no cast), it counts the input counters and writes the
+offsets and content hashes for later hours, as the copy's counters do
+(`recon.decode.copy_input.count_copy_files`). When every file is (and the files of a partition
+hold ranges apart, so no offset is read twice in the hour), the decoders read each partition's
+records from the dumps themselves, a task per partition (`dump_records`); otherwise the hour
+takes the staging copy, as before (shuffled files, a record twice, JSON Lines dumps).
+
+What the decoders get is what the copy would give them: `_read_parquet`'s Kafka timestamp in
+milliseconds, computed the way Spark computes it (`spark_ts_ms`), and Spark's `xxhash64` of key
+and value as the content hash (`content_hashes`); a test compares both with Spark's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+
+from recon.core.model import HEADER_TYPE, RAW_SCHEMA, RawRecord
+from recon.decode.copy_input import HASHES_SCHEMA, HASHES_WRITE, TMP_PREFIX, SkipList, kept_rows
+from recon.decode.stream import records_of
+from recon.faults import fail_once
+
+DUMP_TYPES = {
+    "key": pa.binary(),
+    "value": pa.binary(),
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "offset": pa.int64(),
+}
+"""The columns a dump file read in place must have, of these types (Spark's Kafka source's)."""
+_MICROS = {"ms": 1_000, "us": 1}
+"""Microseconds per unit of a Kafka timestamp read in place (nanoseconds: the copy reads it)."""
+_BATCH_ROWS = 10_000
+_COUNT_ROWS = 50_000
+"""Rows a counters task reads at a time (each batch costs a few fixed steps)."""
+_XXH = xxhash.xxh64_intdigest
+_SPARK_SEED = 42
+DumpFile = tuple[str, str]
+"""A dump file and the topic of its folder (a record whose topic is null is of that topic)."""
+DumpSlice = tuple[str, int, tuple[tuple[str, str, bool], ...]]
+"""A partition's records in the dumps: topic, partition, and its files in offset order, each
+with the topic of its folder and whether the partition is all the file holds."""
+
+
+def readable_in_place(schema: pa.Schema) -> bool:
+    """True when a dump file of `schema` reads as `recon.decode.dumps._read_parquet` reads it
+    without a cast: the Kafka source's columns and types, a timestamp (if any) of an instant
+    in milliseconds or microseconds, headers (if any) of the raw record's type."""
+    names = schema.names
+    if any(names.count(n) > 1 for n in names):
+        return False
+    for name, typ in DUMP_TYPES.items():
+        if name not in names or schema.field(name).type != typ:
+            return False
+    if "timestamp" in names:
+        ts = schema.field("timestamp").type
+        if not (pa.types.is_timestamp(ts) and ts.tz is not None and ts.unit in _MICROS):
+            return False
+    return "headers" not in names or schema.field("headers").type == HEADER_TYPE
+
+
+def spark_ts_ms(ts: pa.Array) -> pa.Array:
+    """Kafka timestamps in epoch milliseconds as `_read_parquet` has Spark compute them: the
+    instant in microseconds, as seconds in a double, times 1000, truncated to a long (so a
+    millisecond a double cannot hold exactly may come out one less, in both paths)."""
+    assert isinstance(ts.type, pa.TimestampType)
+    micros = pc.multiply_checked(ts.cast(pa.int64()), _MICROS[ts.type.unit])
+    seconds = pc.divide(micros.cast(pa.float64(), safe=False), 1_000_000.0)
+    return pc.multiply(seconds, 1000.0).cast(pa.int64(), safe=False)
+
+
+def _hash(key: bytes | None, value: bytes | None) -> int:
+    h = _SPARK_SEED if key is None else _XXH(key, _SPARK_SEED)
+    return h if value is None else _XXH(value, h)
+
+
+def content_hashes(key: pa.Array, value: pa.Array) -> pa.Array:
+    """Spark's `xxhash64(key, value)` of each record: each column hashed with the hash so far
+    as the seed (42 to begin), a null one left out; as Spark's signed long."""
+    got = np.fromiter(map(_hash, key.to_pylist(), value.to_pylist()), np.uint64, len(key))
+    return pa.array(got.view(np.int64))
+
+
+def _topics(batch: pa.RecordBatch, topic: str) -> pa.Array:
+    """The batch's topics, the folder's where one is null."""
+    got = batch.column("topic")
+    return pc.fill_null(got, topic) if got.null_count else got
+
+
+def _columns(pf: pq.ParquetFile) -> list[str]:
+    return [c for c in (*DUMP_TYPES, "timestamp", "headers") if c in pf.schema_arrow.names]
+
+
+def _offsets_rise(batch: pa.Table, last: dict[tuple[str, int], int]) -> bool:
+    """True when each (topic, partition)'s offsets in `batch` (columns t, p, o) rise, from
+    above its last offset in the batches before (`last`, updated)."""
+    order = pc.sort_indices(batch, [("t", "ascending"), ("p", "ascending")])  # a stable sort
+    s = batch.take(order)
+    t, p = s["t"].to_numpy(zero_copy_only=False), s["p"].to_numpy()
+    o = s["o"].to_numpy()
+    same = (t[1:] == t[:-1]) & (p[1:] == p[:-1])
+    if not np.all(o[1:][same] > o[:-1][same]):
+        return False
+    ranges = batch.group_by(["t", "p"], use_threads=False).aggregate([("o", "min"), ("o", "max")])
+    for t0, p0, lo, hi in zip(*ranges.to_pydict().values(), strict=True):
+        if lo <= last.get((t0, p0), lo - 1):
+            return False
+        last[(t0, p0)] = hi
+    return True
+
+
+def _count_batch(batch: pa.Table, found: dict[tuple[str, int], dict[str, int]]) -> None:
+    sums = batch.group_by(["t", "p"], use_threads=False).aggregate(
+        [([], "count_all"), ("b", "sum"), ("o", "min"), ("o", "max")]
+    )
+    for t, p, n, b, lo, hi in zip(*sums.to_pydict().values(), strict=True):
+        got = found.setdefault((t, p), {"records": 0, "bytes": 0, "min_offset": lo})
+        got["records"] += n
+        got["bytes"] += b or 0
+        got["max_offset"] = hi  # the batches of a file in order rise
+
+
+def _count_file(path: str, topic: str, aside: str) -> dict[tuple[str, int], dict[str, int]] | None:
+    """The counters of one dump file per (topic, partition), its offsets and content hashes
+    written to `aside`; None when it cannot be read in place (then `aside` may be left: the
+    caller removes it)."""
+    pf = pq.ParquetFile(path)
+    if not readable_in_place(pf.schema_arrow):
+        return None
+    found: dict[tuple[str, int], dict[str, int]] = {}
+    last: dict[tuple[str, int], int] = {}
+    with pq.ParquetWriter(aside, HASHES_SCHEMA, **HASHES_WRITE) as hashes:
+        for batch in pf.iter_batches(_COUNT_ROWS, columns=list(DUMP_TYPES)):
+            if not batch.num_rows:
+                continue
+            part, off = batch.column("partition"), batch.column("offset")
+            if part.null_count or off.null_count:
+                return None
+            topics = _topics(batch, topic)
+            value = batch.column("value")
+            b = pc.fill_null(pc.binary_length(value), 0)
+            t = pa.table({"t": topics, "p": part, "o": off, "b": b})
+            if not _offsets_rise(t, last):
+                return None
+            _count_batch(t, found)
+            h = content_hashes(batch.column("key"), value)
+            hashes.write_batch(pa.record_batch([topics, part, off, h], schema=HASHES_SCHEMA))
+    return found
+
+
+def count_dump_files(items: Iterator[tuple[int, str, str]], hashes_out: str) -> Iterator[dict]:
+    """Inside a task: each dump file given (number, path, its folder's topic) read in place if
+    it can be: a row per (topic, partition) it holds, with its records, value bytes and lowest
+    and highest offset, its offsets and content hashes written to `hashes_out` (aside, then
+    renamed: a retried task writes them again, whole); or a row with `in_order` False."""
+    os.makedirs(hashes_out, exist_ok=True)
+    for n, path, topic in items:
+        name = f"{n:05d}-{os.path.basename(path)}"
+        aside = os.path.join(hashes_out, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name}")
+        found = _count_file(path, topic, aside)
+        if found is None:
+            if os.path.exists(aside):
+                os.unlink(aside)
+            yield {"file": path, "in_order": False}
+            continue
+        fail_once("decode:hashes-written-aside")  # retry tests: an attempt's file aside
+        os.replace(aside, os.path.join(hashes_out, name))
+        for (t, p), got in found.items():
+            yield {"file": path, "topic_of_folder": topic, "in_order": True, "topic": t,
+                   "partition": p, **got}  # fmt: skip
+
+
+def _raw_batch(batch: pa.RecordBatch, topic: str) -> pa.RecordBatch:
+    """A dump file's batch as raw records (`RAW_SCHEMA`), as `_read_parquet` reads it."""
+    n = batch.num_rows
+    names = batch.schema.names
+    ts = spark_ts_ms(batch.column("timestamp")) if "timestamp" in names else pa.nulls(n, pa.int64())
+    headers = batch.column("headers") if "headers" in names else pa.nulls(n, HEADER_TYPE)
+    cols = [_topics(batch, topic), batch.column("partition"),
+            batch.column("offset"), batch.column("key"), batch.column("value"), ts, headers,
+            pa.nulls(n, pa.bool_()), pa.nulls(n, pa.int32())]  # fmt: skip
+    return pa.RecordBatch.from_arrays(cols, schema=RAW_SCHEMA)
+
+
+def dump_records(part: DumpSlice, skip: SkipList) -> Iterator[RawRecord]:
+    """Inside a decode task: one partition's records from the dumps, in offset order (its
+    files in order, each rising: `count_dump_files` checked), less those in `skip`."""
+    topic, partition, files = part
+    offsets = pa.array(sorted({o for o, _ in skip.get((topic, partition), ())}), pa.int64())
+    for path, folder_topic, alone in files:
+        pf = pq.ParquetFile(path)
+        for batch in pf.iter_batches(_BATCH_ROWS, columns=_columns(pf)):
+            raw = _raw_batch(batch, folder_topic)
+            if not alone:
+                mine = pc.and_(
+                    pc.equal(raw.column("topic"), topic),
+                    pc.equal(raw.column("partition"), partition),
+                )
+                raw = raw.filter(mine)
+            if len(offsets) and raw.num_rows:
+
+                def hashes_at(at: list[int], raw: pa.RecordBatch = raw) -> list[int]:
+                    cols = [raw.column(c).take(at) for c in ("key", "value")]
+                    return content_hashes(*cols).to_pylist()
+
+                raw = raw.filter(kept_rows(raw, skip, offsets, hashes_at))
+            yield from records_of(raw)
+
+
+_MAX_READS = 2.0
+"""A partition's decoder reads each file that holds it whole, the other partitions' rows left
+out: read in place only when that reads the hour's records at most this many times over (two
+partitions a file, say); more partitions interleaved in each file take the staging copy."""
+
+
+def dumps_in_place(
+    rows: list[dict[str, Any]],
+) -> tuple[dict[tuple[str, int], dict[str, int]], list[DumpSlice]] | None:
+    """The input counters per (topic, partition) and the decoders' partitions, each with its
+    files in offset order, from `count_dump_files`' rows; None when the hour cannot be read in
+    place: a file is not in order, two files of a partition hold ranges that meet (an offset
+    may be in both: the staging copy sorts that out), or too many partitions share files."""
+    if not all(r["in_order"] for r in rows):
+        return None
+    parts_of: dict[str, set[tuple[str, int]]] = {}
+    records_of_file: dict[str, int] = {}
+    by_part: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        parts_of.setdefault(r["file"], set()).add((r["topic"], r["partition"]))
+        records_of_file[r["file"]] = records_of_file.get(r["file"], 0) + r["records"]
+        by_part.setdefault((r["topic"], r["partition"]), []).append(r)
+    reads = sum(records_of_file[r["file"]] for r in rows)
+    if reads > _MAX_READS * sum(records_of_file.values()):
+        return None
+    stats, slices = {}, []
+    for key, got in sorted(by_part.items()):
+        got.sort(key=lambda r: r["min_offset"])
+        if any(a["max_offset"] >= b["min_offset"] for a, b in itertools.pairwise(got)):
+            return None
+        n = sum(r["records"] for r in got)
+        stats[key] = {"records": n, "distinct": n, "distinct_offsets": n,
+                      "bytes": sum(r["bytes"] for r in got),
+                      "min_offset": got[0]["min_offset"], "max_offset": got[-1]["max_offset"]}  # fmt: skip
+        files = tuple((r["file"], r["topic_of_folder"], parts_of[r["file"]] == {key}) for r in got)
+        slices.append((key[0], key[1], files))
+    return stats, slices

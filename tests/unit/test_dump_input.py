@@ -1,0 +1,194 @@
+"""Reading an hour's Parquet dumps in place (`recon.decode.dump_input`): a dump file is read in
+place only when each partition's offsets rise in it (read a few rows at a time, across
+batches); the hour only when its files' ranges of a partition are apart and few partitions
+share a file. What the decoders then read of a partition is its records in offset order, less
+those an earlier hour read; the counters and the offsets and hashes written are those of the
+whole hour counted in Python (hypothesis)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from recon.decode import dump_input
+from recon.decode.dump_input import (
+    content_hashes,
+    count_dump_files,
+    dump_records,
+    dumps_in_place,
+    readable_in_place,
+)
+from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
+
+_FILES = st.lists(  # each file: its rows (topic or None for the folder's, partition, offset)
+    st.lists(
+        st.tuples(st.sampled_from(["a", None]), st.integers(0, 2), st.integers(0, 30)),
+        max_size=12,
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+def _dump(
+    rows: list[tuple[Any, ...]], path: Path, schema: pa.Schema = KAFKA_PARQUET_SCHEMA
+) -> None:
+    n = len(rows)
+    cols: dict[str, Any] = {f.name: pa.nulls(n, f.type) for f in schema}
+    cols["topic"] = pa.array([r[0] for r in rows], pa.string())
+    cols["partition"] = pa.array([r[1] for r in rows], schema.field("partition").type)
+    cols["offset"] = pa.array([r[2] for r in rows], pa.int64())
+    cols["key"] = pa.array([None if r[2] % 3 == 0 else b"k%d" % r[2] for r in rows], pa.binary())
+    cols["value"] = pa.array([b"v%d-%d" % (r[1], r[2]) for r in rows], pa.binary())
+    cols["timestamp"] = pa.array(
+        [1_700_000_000_000 + r[2] for r in rows], schema.field("timestamp").type
+    )
+    pq.write_table(pa.table(cols, schema=schema), path)
+
+
+def _counted(files: list[list[tuple[Any, ...]]], folder: Path, batch: int) -> list[dict]:
+    paths = []
+    for i, rows in enumerate(files):
+        paths.append(folder / f"part-{i}.parquet")
+        _dump(rows, paths[-1])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dump_input, "_COUNT_ROWS", batch)  # offsets compared across batches too
+        items = [(i, str(p), "t") for i, p in enumerate(paths)]
+        return list(count_dump_files(iter(items), str(folder / "hashes")))
+
+
+def _in_order(rows: list[tuple[Any, ...]]) -> bool:
+    last: dict[tuple[str, int], int] = {}
+    for t, p, o in rows:
+        if o <= last.get((t or "t", p), -1):
+            return False
+        last[(t or "t", p)] = o
+    return True
+
+
+def _arranged(files: list[list[tuple[Any, ...]]], how: str) -> list[list[tuple[Any, ...]]]:
+    """As drawn; each file's records in offset order, once each; or all of them in offset
+    order, once each, cut into runs (as Spark's Kafka source writes them)."""
+    if how == "drawn":
+        return files
+    if how == "each":
+        return [sorted(dict.fromkeys(f), key=lambda r: r[2]) for f in files]
+    seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for t, p, o in (r for f in files for r in f):
+        seen.setdefault((t or "t", p, o), (t, p, o))
+    every = sorted(seen.values(), key=lambda r: r[2])
+    cut = -(-len(every) // len(files)) or 1
+    return [every[i : i + cut] for i in range(0, max(len(every), 1), cut)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(files=_FILES, how=st.sampled_from(["drawn", "each", "runs"]), batch=st.integers(1, 5))
+def test_an_hour_is_read_in_place_only_in_order_and_then_counted_as_a_whole(
+    files: list[list[tuple[Any, ...]]],
+    how: str,
+    batch: int,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    files = _arranged(files, how)
+    folder = tmp_path_factory.mktemp("dumps")
+    rows = _counted(files, folder, batch)
+    # each file alone: in order when each partition's offsets rise in it
+    by_file = {r["file"]: r["in_order"] for r in rows}
+    for i, f in enumerate(files):
+        if f:
+            assert by_file[str(folder / f"part-{i}.parquet")] is _in_order(f)
+    hashes = folder / "hashes"
+    assert not list(hashes.glob("_tmp-*"))  # nothing left aside
+    found = dumps_in_place(rows)
+    every = [(t or "t", p, o) for f in files for t, p, o in f]
+    parts = {(t, p) for t, p, _ in every}
+    ranges_apart = all(
+        _apart(
+            [[o for t, p, o in ((t or "t", p, o) for t, p, o in f) if (t, p) == key] for f in files]
+        )
+        for key in parts
+    )
+    reads = sum(len(f) * len({(t or "t", p) for t, p, _ in f}) for f in files)
+    if not (all(_in_order(f) for f in files) and ranges_apart and reads <= 2 * len(every)):
+        assert found is None
+        return
+    assert found is not None
+    event("read in place")
+    stats, slices = found
+    for key in parts:
+        offs = sorted(o for t, p, o in every if (t, p) == key)
+        st_ = stats[key]
+        assert (st_["records"], st_["min_offset"], st_["max_offset"]) == (
+            len(offs),
+            offs[0],
+            offs[-1],
+        )
+        assert st_["distinct"] == st_["distinct_offsets"] == len(offs)
+        want = sum(len(b"v%d-%d" % (key[1], o)) for o in offs)
+        assert st_["bytes"] == want
+    # the decoders read each partition in offset order, the folder's topic for a null one
+    got = [(r.topic, r.partition, r.offset) for s in slices for r in dump_records(s, {})]
+    assert got == sorted(every)
+    written = pq.read_table(hashes).to_pylist()
+    assert sorted((r["topic"], r["partition"], r["offset"]) for r in written) == sorted(every)
+
+
+def _apart(runs: list[list[int]]) -> bool:
+    spans = sorted((min(r), max(r)) for r in runs if r)
+    return all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_what_the_decoders_read_leaves_out_the_records_an_earlier_hour_read(tmp_path: Path) -> None:
+    rows = [("a", 0, o) for o in range(6)] + [("a", 1, o) for o in range(4)]
+    _dump(rows, tmp_path / "d.parquet")
+    part = ("a", 0, ((str(tmp_path / "d.parquet"), "a", False),))
+    key = pa.array([None, b"k1"], pa.binary())
+    value = pa.array([b"v0-0", b"v0-1"], pa.binary())
+    h0, h1 = content_hashes(key, value).to_pylist()
+    # offset 0 read before with this content, offset 1 with other content (kept: a reset)
+    skip = {("a", 0): {(0, h0), (1, h1 + 1)}}
+    got = [(r.offset, r.ts_ms, r.value) for r in dump_records(part, skip)]
+    assert got == [(o, 1_700_000_000_000 + o, b"v0-%d" % o) for o in range(1, 6)]
+
+
+@pytest.mark.parametrize(
+    ("field", "typ"),
+    [
+        ("partition", pa.int64()),  # Spark would cast it
+        ("timestamp", pa.timestamp("ms")),  # no time zone: Spark reads it as a local time
+        ("timestamp", pa.timestamp("ns", tz="UTC")),
+        ("key", pa.string()),
+    ],
+)
+def test_a_dump_of_other_column_types_takes_the_staging_copy(
+    tmp_path: Path, field: str, typ: pa.DataType
+) -> None:
+    i = KAFKA_PARQUET_SCHEMA.get_field_index(field)
+    schema = KAFKA_PARQUET_SCHEMA.set(i, pa.field(field, typ))
+    assert readable_in_place(KAFKA_PARQUET_SCHEMA) and not readable_in_place(schema)
+    path = tmp_path / "d.parquet"
+    n = 3
+    cols = {f.name: pa.nulls(n, f.type) for f in schema}
+    cols["partition"] = pa.array([0, 0, 0], schema.field("partition").type)
+    cols["offset"] = pa.array([1, 2, 3], pa.int64())
+    pq.write_table(pa.table(cols, schema=schema), path)
+    rows = list(count_dump_files(iter([(0, str(path), "t")]), str(tmp_path / "h")))
+    assert rows == [{"file": str(path), "in_order": False}]
+    assert dumps_in_place(rows) is None and not list((tmp_path / "h").iterdir())
+
+
+def test_a_null_partition_or_offset_takes_the_staging_copy(tmp_path: Path) -> None:
+    for col in ("partition", "offset"):
+        path = tmp_path / f"{col}.parquet"
+        cols = {f.name: pa.nulls(2, f.type) for f in KAFKA_PARQUET_SCHEMA}
+        cols["partition"], cols["offset"] = pa.array([0, 0], pa.int32()), pa.array([1, 2])
+        cols[col] = pa.array([0, None], cols[col].type)
+        pq.write_table(pa.table(cols, schema=KAFKA_PARQUET_SCHEMA), path)
+        rows = list(count_dump_files(iter([(0, str(path), "t")]), str(tmp_path / "h")))
+        assert rows == [{"file": str(path), "in_order": False}]
