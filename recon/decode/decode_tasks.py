@@ -15,7 +15,7 @@ from itertools import chain
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext
 from recon.decode.copy_input import copy_records, read_carried, read_skip_list
-from recon.decode.dump_input import DumpSlice, dump_records
+from recon.decode.dump_input import DumpSlice, dump_records, value_bytes_rows
 from recon.decode.stream import decode_raw, with_carried
 from recon.decode.task_files import write_task_files
 
@@ -30,21 +30,31 @@ def decode_task_inputs(
     carry_dir: str | None,
     carried_only: list[tuple[str, int]],
     staging: str,
-    skip_dir: str | None = None,
+    skip_dir: str | None,
+    hashes_out: str,
 ) -> Iterator[tuple[int, str, str]]:
     """Decode each input given (None: the partitions that only have carried records,
     `carried_only`), less the records in `skip_dir` (`read_skip_list`), write the output
-    (`write_task_files`), and yield its file rows (task, kind, path)."""
+    (`write_task_files`), and yield its file rows (task, kind, path). The partitions read in
+    place have their offsets and content hashes written to `hashes_out`, and their value
+    bytes added to the output as stat rows (`recon.decode.dump_input.dump_records`)."""
     carried = read_carried(carry_dir)
     skip = read_skip_list(skip_dir)
+    value_bytes: dict[tuple[str, int], int] = {}
     streams: list[Iterator[RawRecord]] = []
     for item in items:
         if item is None:
             streams.append(chain.from_iterable(carried.get(k, []) for k in sorted(carried_only)))
             continue
-        own = copy_records(item, skip) if isinstance(item, str) else dump_records(item, skip)
+        if isinstance(item, str):
+            own = copy_records(item, skip)
+        else:
+            own = dump_records(item, skip, hashes_out, value_bytes)
         # no merge layer on every record when nothing was carried in (most hours)
         streams.append(with_carried(own, carried) if carried else own)
-    batches = decode_raw(chain.from_iterable(streams), fmt, ctx, shapes=True)
+    batches = chain(  # a generator: its rows are built once the records are read
+        decode_raw(chain.from_iterable(streams), fmt, ctx, shapes=True),
+        value_bytes_rows(value_bytes),
+    )
     for rows in write_task_files(batches, staging):
         yield from zip(*(c.to_pylist() for c in rows.columns), strict=True)

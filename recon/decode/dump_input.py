@@ -32,9 +32,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
-from recon.core.model import HEADER_TYPE, RAW_SCHEMA, RawRecord
+from recon.core.model import HEADER_TYPE, OUTPUT_SCHEMA, RAW_SCHEMA, RawRecord
 from recon.decode.copy_input import HASHES_SCHEMA, HASHES_WRITE, TMP_PREFIX, SkipList, kept_rows
-from recon.decode.stream import records_of
+from recon.decode.stream import raw_columns, records_from
 from recon.faults import fail_once
 
 DUMP_TYPES = {
@@ -45,18 +45,25 @@ DUMP_TYPES = {
     "offset": pa.int64(),
 }
 """The columns a dump file read in place must have, of these types (Spark's Kafka source's)."""
+VALUE_BYTES_STAT = "_input_value_bytes"
+"""The decode tasks' stat row of a partition's value bytes read in place (`value_bytes_rows`);
+the stage moves it to the partition's input counters."""
 _MICROS = {"ms": 1_000, "us": 1}
 """Microseconds per unit of a Kafka timestamp read in place (nanoseconds: the copy reads it)."""
 _BATCH_ROWS = 10_000
-_COUNT_ROWS = 50_000
-"""Rows a counters task reads at a time (each batch costs a few fixed steps)."""
+_KEY, _VALUE = RAW_SCHEMA.get_field_index("key"), RAW_SCHEMA.get_field_index("value")
+"""The key's and value's places in a raw record's columns (`raw_columns`: RAW_SCHEMA's order)."""
+_COUNT_ROWS = 100_000
+"""Rows of the small columns a counters task reads at a time (a batch costs a few fixed
+steps)."""
 _XXH = xxhash.xxh64_intdigest
 _SPARK_SEED = 42
 DumpFile = tuple[str, str]
 """A dump file and the topic of its folder (a record whose topic is null is of that topic)."""
-DumpSlice = tuple[str, int, tuple[tuple[str, str, bool], ...]]
-"""A partition's records in the dumps: topic, partition, and its files in offset order, each
-with the topic of its folder and whether the partition is all the file holds."""
+DumpSlice = tuple[int, str, int, tuple[tuple[str, str, bool], ...]]
+"""A partition's records in the dumps: its number in the hour, topic, partition, and its files
+in offset order, each with the topic of its folder and whether the partition is all the file
+holds."""
 
 
 def readable_in_place(schema: pa.Schema) -> bool:
@@ -94,7 +101,11 @@ def _hash(key: bytes | None, value: bytes | None) -> int:
 def content_hashes(key: pa.Array, value: pa.Array) -> pa.Array:
     """Spark's `xxhash64(key, value)` of each record: each column hashed with the hash so far
     as the seed (42 to begin), a null one left out; as Spark's signed long."""
-    got = np.fromiter(map(_hash, key.to_pylist(), value.to_pylist()), np.uint64, len(key))
+    return _hashes(key.to_pylist(), value.to_pylist())
+
+
+def _hashes(keys: list[bytes | None], values: list[bytes | None]) -> pa.Array:
+    got = np.fromiter(map(_hash, keys, values), np.uint64, len(keys))
     return pa.array(got.view(np.int64))
 
 
@@ -128,60 +139,46 @@ def _offsets_rise(batch: pa.Table, last: dict[tuple[str, int], int]) -> bool:
 
 def _count_batch(batch: pa.Table, found: dict[tuple[str, int], dict[str, int]]) -> None:
     sums = batch.group_by(["t", "p"], use_threads=False).aggregate(
-        [([], "count_all"), ("b", "sum"), ("o", "min"), ("o", "max")]
+        [([], "count_all"), ("o", "min"), ("o", "max")]
     )
-    for t, p, n, b, lo, hi in zip(*sums.to_pydict().values(), strict=True):
-        got = found.setdefault((t, p), {"records": 0, "bytes": 0, "min_offset": lo})
+    for t, p, n, lo, hi in zip(*sums.to_pydict().values(), strict=True):
+        got = found.setdefault((t, p), {"records": 0, "min_offset": lo})
         got["records"] += n
-        got["bytes"] += b or 0
         got["max_offset"] = hi  # the batches of a file in order rise
 
 
-def _count_file(path: str, topic: str, aside: str) -> dict[tuple[str, int], dict[str, int]] | None:
-    """The counters of one dump file per (topic, partition), its offsets and content hashes
-    written to `aside`; None when it cannot be read in place (then `aside` may be left: the
-    caller removes it)."""
+def _count_file(path: str, topic: str) -> dict[tuple[str, int], dict[str, int]] | None:
+    """The records and offset range of one dump file per (topic, partition), from its small
+    columns; None when it cannot be read in place."""
     pf = pq.ParquetFile(path)
     if not readable_in_place(pf.schema_arrow):
         return None
     found: dict[tuple[str, int], dict[str, int]] = {}
     last: dict[tuple[str, int], int] = {}
-    with pq.ParquetWriter(aside, HASHES_SCHEMA, **HASHES_WRITE) as hashes:
-        for batch in pf.iter_batches(_COUNT_ROWS, columns=list(DUMP_TYPES)):
-            if not batch.num_rows:
-                continue
-            part, off = batch.column("partition"), batch.column("offset")
-            if part.null_count or off.null_count:
-                return None
-            topics = _topics(batch, topic)
-            value = batch.column("value")
-            b = pc.fill_null(pc.binary_length(value), 0)
-            t = pa.table({"t": topics, "p": part, "o": off, "b": b})
-            if not _offsets_rise(t, last):
-                return None
-            _count_batch(t, found)
-            h = content_hashes(batch.column("key"), value)
-            hashes.write_batch(pa.record_batch([topics, part, off, h], schema=HASHES_SCHEMA))
+    for batch in pf.iter_batches(_COUNT_ROWS, columns=["topic", "partition", "offset"]):
+        if not batch.num_rows:
+            continue
+        part, off = batch.column("partition"), batch.column("offset")
+        if part.null_count or off.null_count:
+            return None
+        t = pa.table({"t": _topics(batch, topic), "p": part, "o": off})
+        if not _offsets_rise(t, last):
+            return None
+        _count_batch(t, found)
     return found
 
 
-def count_dump_files(items: Iterator[tuple[int, str, str]], hashes_out: str) -> Iterator[dict]:
-    """Inside a task: each dump file given (number, path, its folder's topic) read in place if
-    it can be: a row per (topic, partition) it holds, with its records, value bytes and lowest
-    and highest offset, its offsets and content hashes written to `hashes_out` (aside, then
-    renamed: a retried task writes them again, whole); or a row with `in_order` False."""
-    os.makedirs(hashes_out, exist_ok=True)
-    for n, path, topic in items:
-        name = f"{n:05d}-{os.path.basename(path)}"
-        aside = os.path.join(hashes_out, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name}")
-        found = _count_file(path, topic, aside)
+def count_dump_files(items: Iterator[tuple[int, str, str]]) -> Iterator[dict]:
+    """Inside a task: each dump file given (number, path, its folder's topic), from its small
+    columns: a row per (topic, partition) it holds, with its records and lowest and highest
+    offset, if it can be read in place; or else a row with `in_order` False. (The value
+    bytes, offsets and content hashes are counted as the decoders read the values anyway:
+    `dump_records`.)"""
+    for _n, path, topic in items:
+        found = _count_file(path, topic)
         if found is None:
-            if os.path.exists(aside):
-                os.unlink(aside)
             yield {"file": path, "in_order": False}
             continue
-        fail_once("decode:hashes-written-aside")  # retry tests: an attempt's file aside
-        os.replace(aside, os.path.join(hashes_out, name))
         for (t, p), got in found.items():
             yield {"file": path, "topic_of_folder": topic, "in_order": True, "topic": t,
                    "partition": p, **got}  # fmt: skip
@@ -199,29 +196,58 @@ def _raw_batch(batch: pa.RecordBatch, topic: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=RAW_SCHEMA)
 
 
-def dump_records(part: DumpSlice, skip: SkipList) -> Iterator[RawRecord]:
+def dump_records(
+    part: DumpSlice, skip: SkipList, hashes_out: str, value_bytes: dict[tuple[str, int], int]
+) -> Iterator[RawRecord]:
     """Inside a decode task: one partition's records from the dumps, in offset order (its
-    files in order, each rising: `count_dump_files` checked), less those in `skip`."""
-    topic, partition, files = part
+    files in order, each rising: `count_dump_files` checked), less those in `skip`. As they
+    are read, their offsets and content hashes go to `hashes_out` (a file per partition,
+    written aside and renamed once the partition is read: a retried task writes it again,
+    whole), and their value bytes to `value_bytes`."""
+    n, topic, partition, files = part
     offsets = pa.array(sorted({o for o, _ in skip.get((topic, partition), ())}), pa.int64())
-    for path, folder_topic, alone in files:
-        pf = pq.ParquetFile(path)
-        for batch in pf.iter_batches(_BATCH_ROWS, columns=_columns(pf)):
-            raw = _raw_batch(batch, folder_topic)
-            if not alone:
-                mine = pc.and_(
-                    pc.equal(raw.column("topic"), topic),
-                    pc.equal(raw.column("partition"), partition),
-                )
-                raw = raw.filter(mine)
-            if len(offsets) and raw.num_rows:
+    name = f"{n:05d}.parquet"
+    aside = os.path.join(hashes_out, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name}")
+    total = 0
+    os.makedirs(hashes_out, exist_ok=True)
+    with pq.ParquetWriter(aside, HASHES_SCHEMA, **HASHES_WRITE) as written:
+        for path, folder_topic, alone in files:
+            pf = pq.ParquetFile(path)
+            for batch in pf.iter_batches(_BATCH_ROWS, columns=_columns(pf)):
+                raw = _raw_batch(batch, folder_topic)
+                if not alone:
+                    mine = pc.and_(
+                        pc.equal(raw.column("topic"), topic),
+                        pc.equal(raw.column("partition"), partition),
+                    )
+                    raw = raw.filter(mine)
+                cols = raw_columns(raw)  # the records' lists, which the hashes read too
+                hashes = _hashes(cols[_KEY], cols[_VALUE])
+                written.write_batch(pa.record_batch(
+                    [raw.column(c) for c in ("topic", "partition", "offset")] + [hashes],
+                    schema=HASHES_SCHEMA))  # fmt: skip
+                total += pc.sum(pc.binary_length(raw.column("value"))).as_py() or 0
+                records = records_from(cols)
+                if len(offsets):
 
-                def hashes_at(at: list[int], raw: pa.RecordBatch = raw) -> list[int]:
-                    cols = [raw.column(c).take(at) for c in ("key", "value")]
-                    return content_hashes(*cols).to_pylist()
+                    def hashes_at(at: list[int], hashes: pa.Array = hashes) -> list[int]:
+                        return hashes.take(at).to_pylist()
 
-                raw = raw.filter(kept_rows(raw, skip, offsets, hashes_at))
-            yield from records_of(raw)
+                    keep = kept_rows(raw, skip, offsets, hashes_at).to_pylist()
+                    records = itertools.compress(records, keep)
+                yield from records
+    fail_once("decode:hashes-written-aside")  # retry tests: an attempt's file aside
+    os.replace(aside, os.path.join(hashes_out, name))
+    value_bytes[(topic, partition)] = total
+
+
+def value_bytes_rows(value_bytes: dict[tuple[str, int], int]) -> Iterator[pa.RecordBatch]:
+    """The value bytes `dump_records` counted, as the decode output's stat rows (called once
+    the records are read)."""
+    rows = [{"kind": "stat", "topic": t, "partition": p, "stat": VALUE_BYTES_STAT, "n": n}
+            for (t, p), n in sorted(value_bytes.items())]  # fmt: skip
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=OUTPUT_SCHEMA)
 
 
 _MAX_READS = 2.0
@@ -249,15 +275,16 @@ def dumps_in_place(
     reads = sum(records_of_file[r["file"]] for r in rows)
     if reads > _MAX_READS * sum(records_of_file.values()):
         return None
-    stats, slices = {}, []
+    stats: dict[tuple[str, int], dict[str, int]] = {}
+    slices: list[DumpSlice] = []
     for key, got in sorted(by_part.items()):
         got.sort(key=lambda r: r["min_offset"])
         if any(a["max_offset"] >= b["min_offset"] for a, b in itertools.pairwise(got)):
             return None
         n = sum(r["records"] for r in got)
-        stats[key] = {"records": n, "distinct": n, "distinct_offsets": n,
-                      "bytes": sum(r["bytes"] for r in got),
+        # the value bytes: counted by the decoders (`dump_records`)
+        stats[key] = {"records": n, "distinct": n, "distinct_offsets": n, "bytes": 0,
                       "min_offset": got[0]["min_offset"], "max_offset": got[-1]["max_offset"]}  # fmt: skip
         files = tuple((r["file"], r["topic_of_folder"], parts_of[r["file"]] == {key}) for r in got)
-        slices.append((key[0], key[1], files))
+        slices.append((len(slices), key[0], key[1], files))
     return stats, slices

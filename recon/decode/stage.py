@@ -43,7 +43,7 @@ from recon.decode.copy_input import (
     count_copy_files,
 )
 from recon.decode.decode_tasks import TaskInput, decode_task_inputs
-from recon.decode.dump_input import count_dump_files, dumps_in_place
+from recon.decode.dump_input import VALUE_BYTES_STAT, count_dump_files, dumps_in_place
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
@@ -181,6 +181,7 @@ def decode_hour(
         unreadable = _decode_to_staging(spark, cfg, hour, inp, staging)
         paired, paired_events = _pair_across_partitions(spark, staging)
         decoded = _read_staged(spark, staging, unreadable + paired_events)
+        _move_value_bytes(decoded, inp.stats)
         _count_paired(decoded, paired)
         _write_offset_intervals(spark, inp.stats, staging / "offsets", staging / "offset_hashes")
     checkpoint("decode:staged")
@@ -221,7 +222,8 @@ def _read_input(
     partition's records are in offset order in them already (`_dumps_in_place`), or else a
     copy sorted so, written to `copy` in one pass over the dumps (`_staging_copy`)."""
     jsonl = any(hf.jsonl for hf in files)  # their unreadable lines ride in the copy
-    in_place = None if jsonl else _dumps_in_place(spark, files, hashes_out)
+    # (the tests' shuffled decoders read no dumps: they take the copy, which counts it all)
+    in_place = None if jsonl or not COPY_INPUT else _dumps_in_place(spark, files)
     if in_place is not None:
         stats, tasks = in_place
         bad = None
@@ -265,27 +267,25 @@ def _read_input(
 
 
 def _dumps_in_place(
-    spark: SparkSession, files: list[Any], hashes_out: Path
+    spark: SparkSession, files: list[Any]
 ) -> tuple[dict[PartitionKey, dict[str, Any]], list[TaskInput]] | None:
     """The input counters and the decoders' partitions of an hour whose Parquet dumps can be
-    read in place (`recon.decode.dump_input`): a task per dump file counts it and writes its
-    offsets and content hashes; None (nothing left in `hashes_out`) when they cannot."""
+    read in place (`recon.decode.dump_input`): a task per dump file counts its records from
+    its small columns (the decoders count the value bytes, and write the offsets and content
+    hashes, as they read the values); None when they cannot."""
     items = [(n, path, topic) for n, (path, topic) in enumerate(
         (path, hf.topic) for hf in files for path in hf.parquet)]  # fmt: skip
     if not items:
         return None
 
     def count(part: Any) -> Any:
-        return count_dump_files(part, str(hashes_out))
+        return count_dump_files(part)
 
     with job_named(spark, "decode: the dumps' input counters, if they are in offset order"):
         rows = spark.sparkContext.parallelize(items, len(items)).mapPartitions(count).collect()
     found = dumps_in_place(rows)
     if found is None:
-        shutil.rmtree(hashes_out, ignore_errors=True)
         return None
-    for aside in hashes_out.glob(f"{TMP_PREFIX}*"):  # of task attempts that failed
-        aside.unlink()
     stats, slices = found
     return dict(stats), list(slices)
 
@@ -369,6 +369,15 @@ def _every_record_sorted(records: DataFrame, unreadable: DataFrame | None) -> Da
             allowMissingColumns=True,
         )
     return copied
+
+
+def _move_value_bytes(decoded: _Decoded, stats: dict[PartitionKey, dict[str, Any]]) -> None:
+    """The value bytes the decoders counted of the partitions they read in place, from their
+    stat rows to the partitions' input counters (`recon.decode.dump_input.dump_records`)."""
+    for key, got in decoded.stats.items():
+        n = got.pop(VALUE_BYTES_STAT, None)
+        if n is not None:
+            stats[key]["bytes"] = n
 
 
 def _input_stats(
@@ -588,12 +597,17 @@ def _decode_copy(
     if not tasks:
         return []
 
+    hashes = Path(out) / "offset_hashes"  # written here by the partitions read in place
+
     def decode_files(files: Any) -> Any:
-        return decode_task_inputs(files, fmt, ctx, carry, carried_only, out, skip)
+        return decode_task_inputs(files, fmt, ctx, carry, carried_only, out, skip, str(hashes))
 
     rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(decode_files)
     with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
-        return rdd.collect()
+        rows = rdd.collect()
+    for aside in hashes.glob(f"{TMP_PREFIX}*"):  # of task attempts that failed
+        aside.unlink()
+    return rows
 
 
 def _stage_unreadable(unreadable: DataFrame, staging: Path) -> list[dict[str, Any]]:

@@ -281,8 +281,16 @@ class _StreamDriver:
 
 
 def records_of(batch: pa.RecordBatch) -> Iterator[RawRecord]:
-    cols = [batch.column(n).to_pylist() for n in _RAW_NAMES]
-    # positional, in RawRecord's field order (`_RAW_NAMES`)
+    return records_from(raw_columns(batch))
+
+
+def raw_columns(batch: pa.RecordBatch) -> list[list[Any]]:
+    """A raw-record batch's columns as lists, in RawRecord's field order."""
+    return [batch.column(n).to_pylist() for n in _RAW_NAMES]
+
+
+def records_from(cols: list[list[Any]]) -> Iterator[RawRecord]:
+    """The raw records of columns in RawRecord's field order (`raw_columns`)."""
     for topic, part, offset, key, value, ts_ms, headers, carried, skip in zip(*cols, strict=True):
         yield RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
 

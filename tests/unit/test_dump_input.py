@@ -7,6 +7,7 @@ whole hour counted in Python (hypothesis)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def _counted(files: list[list[tuple[Any, ...]]], folder: Path, batch: int) -> li
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(dump_input, "_COUNT_ROWS", batch)  # offsets compared across batches too
         items = [(i, str(p), "t") for i, p in enumerate(paths)]
-        return list(count_dump_files(iter(items), str(folder / "hashes")))
+        return list(count_dump_files(iter(items)))
 
 
 def _in_order(rows: list[tuple[Any, ...]]) -> bool:
@@ -103,8 +104,6 @@ def test_an_hour_is_read_in_place_only_in_order_and_then_counted_as_a_whole(
     for i, f in enumerate(files):
         if f:
             assert by_file[str(folder / f"part-{i}.parquet")] is _in_order(f)
-    hashes = folder / "hashes"
-    assert not list(hashes.glob("_tmp-*"))  # nothing left aside
     found = dumps_in_place(rows)
     every = [(t or "t", p, o) for f in files for t, p, o in f]
     parts = {(t, p) for t, p, _ in every}
@@ -130,13 +129,36 @@ def test_an_hour_is_read_in_place_only_in_order_and_then_counted_as_a_whole(
             offs[-1],
         )
         assert st_["distinct"] == st_["distinct_offsets"] == len(offs)
-        want = sum(len(b"v%d-%d" % (key[1], o)) for o in offs)
-        assert st_["bytes"] == want
-    # the decoders read each partition in offset order, the folder's topic for a null one
-    got = [(r.topic, r.partition, r.offset) for s in slices for r in dump_records(s, {})]
+    # the decoders read each partition in offset order, the folder's topic for a null one;
+    # they count its value bytes and write its offsets and content hashes, nothing aside
+    hashes, value_bytes = folder / "hashes", {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dump_input, "_BATCH_ROWS", batch)
+        got = [
+            (r.topic, r.partition, r.offset)
+            for s in slices
+            for r in dump_records(s, {}, str(hashes), value_bytes)
+        ]
     assert got == sorted(every)
-    written = pq.read_table(hashes).to_pylist()
-    assert sorted((r["topic"], r["partition"], r["offset"]) for r in written) == sorted(every)
+    assert value_bytes == {
+        key: sum(len(b"v%d-%d" % (key[1], o)) for t, p, o in every if (t, p) == key)
+        for key in parts
+    }
+    written = pq.read_table(hashes).to_pylist() if every else []
+    assert not list(hashes.glob("_tmp-*"))
+    want = [(r.topic, r.partition, r.offset, r.key, r.value) for s in slices for r in _all(s)]
+    assert sorted(
+        (r["topic"], r["partition"], r["offset"], r["_content_hash"]) for r in written
+    ) == sorted(
+        (t, p, o, content_hashes(pa.array([k], pa.binary()), pa.array([v], pa.binary()))[0].as_py())
+        for t, p, o, k, v in want
+    )
+
+
+def _all(part: Any) -> list[Any]:
+    """A partition's records read in place, with no hashes or bytes kept."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return list(dump_records(part, {}, tmp, {}))
 
 
 def _apart(runs: list[list[int]]) -> bool:
@@ -147,13 +169,13 @@ def _apart(runs: list[list[int]]) -> bool:
 def test_what_the_decoders_read_leaves_out_the_records_an_earlier_hour_read(tmp_path: Path) -> None:
     rows = [("a", 0, o) for o in range(6)] + [("a", 1, o) for o in range(4)]
     _dump(rows, tmp_path / "d.parquet")
-    part = ("a", 0, ((str(tmp_path / "d.parquet"), "a", False),))
+    part = (0, "a", 0, ((str(tmp_path / "d.parquet"), "a", False),))
     key = pa.array([None, b"k1"], pa.binary())
     value = pa.array([b"v0-0", b"v0-1"], pa.binary())
     h0, h1 = content_hashes(key, value).to_pylist()
     # offset 0 read before with this content, offset 1 with other content (kept: a reset)
     skip = {("a", 0): {(0, h0), (1, h1 + 1)}}
-    got = [(r.offset, r.ts_ms, r.value) for r in dump_records(part, skip)]
+    got = [(r.offset, r.ts_ms, r.value) for r in dump_records(part, skip, str(tmp_path), {})]
     assert got == [(o, 1_700_000_000_000 + o, b"v0-%d" % o) for o in range(1, 6)]
 
 
@@ -178,9 +200,9 @@ def test_a_dump_of_other_column_types_takes_the_staging_copy(
     cols["partition"] = pa.array([0, 0, 0], schema.field("partition").type)
     cols["offset"] = pa.array([1, 2, 3], pa.int64())
     pq.write_table(pa.table(cols, schema=schema), path)
-    rows = list(count_dump_files(iter([(0, str(path), "t")]), str(tmp_path / "h")))
+    rows = list(count_dump_files(iter([(0, str(path), "t")])))
     assert rows == [{"file": str(path), "in_order": False}]
-    assert dumps_in_place(rows) is None and not list((tmp_path / "h").iterdir())
+    assert dumps_in_place(rows) is None
 
 
 def test_a_null_partition_or_offset_takes_the_staging_copy(tmp_path: Path) -> None:
@@ -190,5 +212,5 @@ def test_a_null_partition_or_offset_takes_the_staging_copy(tmp_path: Path) -> No
         cols["partition"], cols["offset"] = pa.array([0, 0], pa.int32()), pa.array([1, 2])
         cols[col] = pa.array([0, None], cols[col].type)
         pq.write_table(pa.table(cols, schema=KAFKA_PARQUET_SCHEMA), path)
-        rows = list(count_dump_files(iter([(0, str(path), "t")]), str(tmp_path / "h")))
+        rows = list(count_dump_files(iter([(0, str(path), "t")])))
         assert rows == [{"file": str(path), "in_order": False}]
