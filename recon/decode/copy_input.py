@@ -1,6 +1,7 @@
-"""The decode tasks read their input themselves, from the hour's staging copy.
+"""The decode tasks read their input themselves, from the hour's staging copy (unless its dumps
+are in Kafka's order already: `recon.decode.dump_input`).
 
-The staging copy (`recon.decode.stage._read_input`) is written partitioned by Kafka partition
+The staging copy (`recon.decode.stage._staging_copy`) is written partitioned by Kafka partition
 (topic, partition) and sorted by offset (then content hash and Kafka timestamp) within it: a
 partition's records are in one file, in the order its decoder needs (a file may hold several
 partitions, one after the other: adaptive execution packs small ones into one task). So a decode task can take a file, read it with Arrow
@@ -10,9 +11,8 @@ DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job)
 of a record in the hour (same offset, same content) is in the copy too, right after the first
 (the earliest by Kafka timestamp): the tasks leave it out.
 
-The records carried in from the hour before are few: every task reads them, and feeds those of
-its partitions in offset order (`recon.decode.stream.with_carried`). Partitions with carried
-records and none in the hour get a task of their own (its file is None).
+The records carried in from the hour before are merged in by the task
+(`recon.decode.decode_tasks`).
 
 Records of the copy an earlier hour already read (a re-delivery: same offset, same content)
 are marked apart (the skip list: a few files of (topic, partition, offset, content hash));

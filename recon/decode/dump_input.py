@@ -49,7 +49,8 @@ VALUE_BYTES_STAT = "_input_value_bytes"
 """The decode tasks' stat row of a partition's value bytes read in place (`value_bytes_rows`);
 the stage moves it to the partition's input counters."""
 _MICROS = {"ms": 1_000, "us": 1}
-"""Microseconds per unit of a Kafka timestamp read in place (nanoseconds: the copy reads it)."""
+"""Microseconds per unit of a Kafka timestamp read in place (nanoseconds: the copy reads it;
+INT96 ones are read as microseconds: `open_dump`)."""
 _BATCH_ROWS = 10_000
 _KEY, _VALUE = RAW_SCHEMA.get_field_index("key"), RAW_SCHEMA.get_field_index("value")
 """The key's and value's places in a raw record's columns (`raw_columns`: RAW_SCHEMA's order)."""
@@ -66,10 +67,23 @@ in offset order, each with the topic of its folder and whether the partition is 
 holds."""
 
 
-def readable_in_place(schema: pa.Schema) -> bool:
+def open_dump(path: str) -> pq.ParquetFile:
+    """A dump file, its INT96 timestamps (Spark's default for a timestamp it writes) read as
+    microseconds, as Spark reads them (nanoseconds overflow past 2262)."""
+    return pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+
+
+def _int96_timestamp(pf: pq.ParquetFile) -> bool:
+    cols = (pf.schema.column(i) for i in range(len(pf.schema)))
+    return any(c.path == "timestamp" and c.physical_type == "INT96" for c in cols)
+
+
+def readable_in_place(schema: pa.Schema, int96: bool = False) -> bool:
     """True when a dump file of `schema` reads as `recon.decode.dumps._read_parquet` reads it
     without a cast: the Kafka source's columns and types, a timestamp (if any) of an instant
-    in milliseconds or microseconds, headers (if any) of the raw record's type."""
+    in milliseconds or microseconds (`int96`: an INT96 one, an instant too, read by
+    `open_dump`; not a time with no zone, which Spark reads as a local time), headers (if
+    any) of the raw record's type."""
     names = schema.names
     if any(names.count(n) > 1 for n in names):
         return False
@@ -78,9 +92,21 @@ def readable_in_place(schema: pa.Schema) -> bool:
             return False
     if "timestamp" in names:
         ts = schema.field("timestamp").type
-        if not (pa.types.is_timestamp(ts) and ts.tz is not None and ts.unit in _MICROS):
+        if not (pa.types.is_timestamp(ts) and ts.unit in _MICROS):
+            return False
+        if ts.tz is None and not (int96 and ts.unit == "us"):
             return False
     return "headers" not in names or schema.field("headers").type == HEADER_TYPE
+
+
+_INT96_SAFE_MICROS = -2_208_988_800_000_000
+"""1900-01-01 UTC: Spark reads an INT96 time before it by its calendar settings (a rebase, or
+an error), so such a dump takes the staging copy, read by Spark."""
+
+
+def _int96_before_1900(batch: pa.RecordBatch) -> bool:
+    lo = pc.min(batch.column("timestamp").cast(pa.int64())).as_py()
+    return lo is not None and lo < _INT96_SAFE_MICROS
 
 
 def spark_ts_ms(ts: pa.Array) -> pa.Array:
@@ -150,16 +176,18 @@ def _count_batch(batch: pa.Table, found: dict[tuple[str, int], dict[str, int]]) 
 def _count_file(path: str, topic: str) -> dict[tuple[str, int], dict[str, int]] | None:
     """The records and offset range of one dump file per (topic, partition), from its small
     columns; None when it cannot be read in place."""
-    pf = pq.ParquetFile(path)
-    if not readable_in_place(pf.schema_arrow):
+    pf = open_dump(path)
+    int96 = _int96_timestamp(pf)
+    if not readable_in_place(pf.schema_arrow, int96):
         return None
     found: dict[tuple[str, int], dict[str, int]] = {}
     last: dict[tuple[str, int], int] = {}
-    for batch in pf.iter_batches(_COUNT_ROWS, columns=["topic", "partition", "offset"]):
+    cols = ["topic", "partition", "offset", *(["timestamp"] if int96 else [])]
+    for batch in pf.iter_batches(_COUNT_ROWS, columns=cols):
         if not batch.num_rows:
             continue
         part, off = batch.column("partition"), batch.column("offset")
-        if part.null_count or off.null_count:
+        if part.null_count or off.null_count or (int96 and _int96_before_1900(batch)):
             return None
         t = pa.table({"t": _topics(batch, topic), "p": part, "o": off})
         if not _offsets_rise(t, last):
@@ -212,7 +240,7 @@ def dump_records(
     os.makedirs(hashes_out, exist_ok=True)
     with pq.ParquetWriter(aside, HASHES_SCHEMA, **HASHES_WRITE) as written:
         for path, folder_topic, alone in files:
-            pf = pq.ParquetFile(path)
+            pf = open_dump(path)
             for batch in pf.iter_batches(_BATCH_ROWS, columns=_columns(pf)):
                 raw = _raw_batch(batch, folder_topic)
                 if not alone:

@@ -282,7 +282,9 @@ def _dumps_in_place(
         return count_dump_files(part)
 
     with job_named(spark, "decode: the dumps' input counters, if they are in offset order"):
-        rows = spark.sparkContext.parallelize(items, len(items)).mapPartitions(count).collect()
+        # a task per file, up to a few per core (an hour of many small files)
+        n = min(len(items), 4 * spark.sparkContext.defaultParallelism)
+        rows = spark.sparkContext.parallelize(items, n).mapPartitions(count).collect()
     found = dumps_in_place(rows)
     if found is None:
         return None

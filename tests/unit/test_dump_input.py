@@ -214,3 +214,24 @@ def test_a_null_partition_or_offset_takes_the_staging_copy(tmp_path: Path) -> No
         pq.write_table(pa.table(cols, schema=KAFKA_PARQUET_SCHEMA), path)
         rows = list(count_dump_files(iter([(0, str(path), "t")])))
         assert rows == [{"file": str(path), "in_order": False}]
+
+
+@pytest.mark.parametrize(("micros", "in_place"), [(0, True), (-2_208_988_800_000_001, False)])
+def test_an_int96_time_before_1900_takes_the_staging_copy(
+    tmp_path: Path, micros: int, in_place: bool
+) -> None:
+    """Spark reads an INT96 time before 1900 by its calendar settings (a rebase, or an
+    error): only Spark reads such a dump (the staging copy)."""
+    schema = KAFKA_PARQUET_SCHEMA.set(5, pa.field("timestamp", pa.timestamp("us", tz="UTC")))
+    cols = {f.name: pa.nulls(2, f.type) for f in schema}
+    cols["partition"], cols["offset"] = pa.array([0, 0], pa.int32()), pa.array([1, 2])
+    cols["timestamp"] = pa.array([micros, None], schema.field("timestamp").type)
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table(cols, schema=schema), path, use_deprecated_int96_timestamps=True)
+    assert pq.ParquetFile(path).schema.column(5).physical_type == "INT96"
+    rows = list(count_dump_files(iter([(0, str(path), "t")])))
+    assert all(r["in_order"] is in_place for r in rows) and rows
+    if in_place:
+        (part,) = dumps_in_place(rows)[1]  # type: ignore[index]
+        (rec,) = list(dump_records(part, {}, str(tmp_path / "h"), {}))[:1]
+        assert rec.ts_ms == micros // 1000
