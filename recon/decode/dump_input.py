@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,7 @@ _XXH = xxhash.xxh64_intdigest
 _SPARK_SEED = 42
 DumpFile = tuple[str, str]
 """A dump file and the topic of its folder (a record whose topic is null is of that topic)."""
+PartitionKey = tuple[str, int]
 DumpSlice = tuple[int, str, int, tuple[tuple[str, str, bool], ...]]
 """A partition's records in the dumps: its number in the hour, topic, partition, and its files
 in offset order, each with the topic of its folder and whether the partition is all the file
@@ -145,9 +146,10 @@ def _columns(pf: pq.ParquetFile) -> list[str]:
     return [c for c in (*DUMP_TYPES, "timestamp", "headers") if c in pf.schema_arrow.names]
 
 
-def _offsets_rise(batch: pa.Table, last: dict[tuple[str, int], int]) -> bool:
-    """True when each (topic, partition)'s offsets in `batch` (columns t, p, o) rise, from
-    above its last offset in the batches before (`last`, updated)."""
+def _count_batch(batch: pa.Table, found: dict[PartitionKey, dict[str, int]]) -> bool:
+    """Add a batch of a dump file (columns t, p, o) to `found`, the records and offset range of
+    each (topic, partition) in the batches before; False when a partition's offsets do not
+    rise, in the batch or from its batches before."""
     order = pc.sort_indices(batch, [("t", "ascending"), ("p", "ascending")])  # a stable sort
     s = batch.take(order)
     t, p = s["t"].to_numpy(zero_copy_only=False), s["p"].to_numpy()
@@ -155,33 +157,26 @@ def _offsets_rise(batch: pa.Table, last: dict[tuple[str, int], int]) -> bool:
     same = (t[1:] == t[:-1]) & (p[1:] == p[:-1])
     if not np.all(o[1:][same] > o[:-1][same]):
         return False
-    ranges = batch.group_by(["t", "p"], use_threads=False).aggregate([("o", "min"), ("o", "max")])
-    for t0, p0, lo, hi in zip(*ranges.to_pydict().values(), strict=True):
-        if lo <= last.get((t0, p0), lo - 1):
-            return False
-        last[(t0, p0)] = hi
-    return True
-
-
-def _count_batch(batch: pa.Table, found: dict[tuple[str, int], dict[str, int]]) -> None:
     sums = batch.group_by(["t", "p"], use_threads=False).aggregate(
         [([], "count_all"), ("o", "min"), ("o", "max")]
     )
-    for t, p, n, lo, hi in zip(*sums.to_pydict().values(), strict=True):
-        got = found.setdefault((t, p), {"records": 0, "min_offset": lo})
+    for t0, p0, n, lo, hi in zip(*sums.to_pydict().values(), strict=True):
+        got = found.setdefault((t0, p0), {"records": 0, "min_offset": lo, "max_offset": lo - 1})
+        if lo <= got["max_offset"]:
+            return False
         got["records"] += n
-        got["max_offset"] = hi  # the batches of a file in order rise
+        got["max_offset"] = hi
+    return True
 
 
-def _count_file(path: str, topic: str) -> dict[tuple[str, int], dict[str, int]] | None:
+def _count_file(path: str, topic: str) -> dict[PartitionKey, dict[str, int]] | None:
     """The records and offset range of one dump file per (topic, partition), from its small
     columns; None when it cannot be read in place."""
     pf = open_dump(path)
     int96 = _int96_timestamp(pf)
     if not readable_in_place(pf.schema_arrow, int96):
         return None
-    found: dict[tuple[str, int], dict[str, int]] = {}
-    last: dict[tuple[str, int], int] = {}
+    found: dict[PartitionKey, dict[str, int]] = {}
     cols = ["topic", "partition", "offset", *(["timestamp"] if int96 else [])]
     for batch in pf.iter_batches(_COUNT_ROWS, columns=cols):
         if not batch.num_rows:
@@ -189,20 +184,18 @@ def _count_file(path: str, topic: str) -> dict[tuple[str, int], dict[str, int]] 
         part, off = batch.column("partition"), batch.column("offset")
         if part.null_count or off.null_count or (int96 and _int96_before_1900(batch)):
             return None
-        t = pa.table({"t": _topics(batch, topic), "p": part, "o": off})
-        if not _offsets_rise(t, last):
+        if not _count_batch(pa.table({"t": _topics(batch, topic), "p": part, "o": off}), found):
             return None
-        _count_batch(t, found)
     return found
 
 
-def count_dump_files(items: Iterator[tuple[int, str, str]]) -> Iterator[dict]:
-    """Inside a task: each dump file given (number, path, its folder's topic), from its small
+def count_dump_files(items: Iterable[DumpFile]) -> Iterator[dict]:
+    """Inside a task: each dump file given (path, its folder's topic), from its small
     columns: a row per (topic, partition) it holds, with its records and lowest and highest
     offset, if it can be read in place; or else a row with `in_order` False. (The value
     bytes, offsets and content hashes are counted as the decoders read the values anyway:
     `dump_records`.)"""
-    for _n, path, topic in items:
+    for path, topic in items:
         found = _count_file(path, topic)
         if found is None:
             yield {"file": path, "in_order": False}
@@ -225,7 +218,7 @@ def _raw_batch(batch: pa.RecordBatch, topic: str) -> pa.RecordBatch:
 
 
 def dump_records(
-    part: DumpSlice, skip: SkipList, hashes_out: str, value_bytes: dict[tuple[str, int], int]
+    part: DumpSlice, skip: SkipList, hashes_out: str, value_bytes: dict[PartitionKey, int]
 ) -> Iterator[RawRecord]:
     """Inside a decode task: one partition's records from the dumps, in offset order (its
     files in order, each rising: `count_dump_files` checked), less those in `skip`. As they
@@ -269,7 +262,7 @@ def dump_records(
     value_bytes[(topic, partition)] = total
 
 
-def value_bytes_rows(value_bytes: dict[tuple[str, int], int]) -> Iterator[pa.RecordBatch]:
+def value_bytes_rows(value_bytes: dict[PartitionKey, int]) -> Iterator[pa.RecordBatch]:
     """The value bytes `dump_records` counted, as the decode output's stat rows (called once
     the records are read)."""
     rows = [{"kind": "stat", "topic": t, "partition": p, "stat": VALUE_BYTES_STAT, "n": n}
@@ -286,16 +279,16 @@ partitions a file, say); more partitions interleaved in each file take the stagi
 
 def dumps_in_place(
     rows: list[dict[str, Any]],
-) -> tuple[dict[tuple[str, int], dict[str, int]], list[DumpSlice]] | None:
+) -> tuple[dict[PartitionKey, dict[str, int]], list[DumpSlice]] | None:
     """The input counters per (topic, partition) and the decoders' partitions, each with its
     files in offset order, from `count_dump_files`' rows; None when the hour cannot be read in
     place: a file is not in order, two files of a partition hold ranges that meet (an offset
     may be in both: the staging copy sorts that out), or too many partitions share files."""
     if not all(r["in_order"] for r in rows):
         return None
-    parts_of: dict[str, set[tuple[str, int]]] = {}
+    parts_of: dict[str, set[PartitionKey]] = {}
     records_of_file: dict[str, int] = {}
-    by_part: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    by_part: dict[PartitionKey, list[dict[str, Any]]] = {}
     for r in rows:
         parts_of.setdefault(r["file"], set()).add((r["topic"], r["partition"]))
         records_of_file[r["file"]] = records_of_file.get(r["file"], 0) + r["records"]
@@ -303,7 +296,7 @@ def dumps_in_place(
     reads = sum(records_of_file[r["file"]] for r in rows)
     if reads > _MAX_READS * sum(records_of_file.values()):
         return None
-    stats: dict[tuple[str, int], dict[str, int]] = {}
+    stats: dict[PartitionKey, dict[str, int]] = {}
     slices: list[DumpSlice] = []
     for key, got in sorted(by_part.items()):
         got.sort(key=lambda r: r["min_offset"])

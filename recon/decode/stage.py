@@ -273,23 +273,15 @@ def _dumps_in_place(
     read in place (`recon.decode.dump_input`): a task per dump file counts its records from
     its small columns (the decoders count the value bytes, and write the offsets and content
     hashes, as they read the values); None when they cannot."""
-    items = [(n, path, topic) for n, (path, topic) in enumerate(
-        (path, hf.topic) for hf in files for path in hf.parquet)]  # fmt: skip
+    items = [(path, hf.topic) for hf in files for path in hf.parquet]
     if not items:
         return None
-
-    def count(part: Any) -> Any:
-        return count_dump_files(part)
-
     with job_named(spark, "decode: the dumps' input counters, if they are in offset order"):
         # a task per file, up to a few per core (an hour of many small files)
         n = min(len(items), 4 * spark.sparkContext.defaultParallelism)
-        rows = spark.sparkContext.parallelize(items, n).mapPartitions(count).collect()
+        rows = spark.sparkContext.parallelize(items, n).mapPartitions(count_dump_files).collect()
     found = dumps_in_place(rows)
-    if found is None:
-        return None
-    stats, slices = found
-    return dict(stats), list(slices)
+    return None if found is None else (dict(found[0]), list(found[1]))
 
 
 def _staging_copy(

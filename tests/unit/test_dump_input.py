@@ -60,7 +60,7 @@ def _counted(files: list[list[tuple[Any, ...]]], folder: Path, batch: int) -> li
         _dump(rows, paths[-1])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(dump_input, "_COUNT_ROWS", batch)  # offsets compared across batches too
-        items = [(i, str(p), "t") for i, p in enumerate(paths)]
+        items = [(str(p), "t") for p in paths]
         return list(count_dump_files(iter(items)))
 
 
@@ -200,7 +200,7 @@ def test_a_dump_of_other_column_types_takes_the_staging_copy(
     cols["partition"] = pa.array([0, 0, 0], schema.field("partition").type)
     cols["offset"] = pa.array([1, 2, 3], pa.int64())
     pq.write_table(pa.table(cols, schema=schema), path)
-    rows = list(count_dump_files(iter([(0, str(path), "t")])))
+    rows = list(count_dump_files(iter([(str(path), "t")])))
     assert rows == [{"file": str(path), "in_order": False}]
     assert dumps_in_place(rows) is None
 
@@ -212,7 +212,7 @@ def test_a_null_partition_or_offset_takes_the_staging_copy(tmp_path: Path) -> No
         cols["partition"], cols["offset"] = pa.array([0, 0], pa.int32()), pa.array([1, 2])
         cols[col] = pa.array([0, None], cols[col].type)
         pq.write_table(pa.table(cols, schema=KAFKA_PARQUET_SCHEMA), path)
-        rows = list(count_dump_files(iter([(0, str(path), "t")])))
+        rows = list(count_dump_files(iter([(str(path), "t")])))
         assert rows == [{"file": str(path), "in_order": False}]
 
 
@@ -229,7 +229,7 @@ def test_an_int96_time_before_1900_takes_the_staging_copy(
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table(cols, schema=schema), path, use_deprecated_int96_timestamps=True)
     assert pq.ParquetFile(path).schema.column(5).physical_type == "INT96"
-    rows = list(count_dump_files(iter([(0, str(path), "t")])))
+    rows = list(count_dump_files(iter([(str(path), "t")])))
     assert all(r["in_order"] is in_place for r in rows) and rows
     if in_place:
         (part,) = dumps_in_place(rows)[1]  # type: ignore[index]
