@@ -2,16 +2,18 @@
 
 A dumper that writes each Kafka partition's records in offset order (Spark's Kafka source: a
 task per topic-partition range; Kafka Connect's S3 sink: a file per partition and offset range)
-leaves the staging copy (`recon.decode.stage._read_input`) nothing to do but move every value
+leaves the staging copy (`recon.decode.stage._staging_copy`) nothing to do but move every value
 through a shuffle and a sort: ~3.8 s of a 500k-message DataWorks hour, ~5.8 s of a Debezium one
-(2 cores). So a task per dump file first reads it (`count_dump_files`): when its records are in
-order (each partition's offsets rising, no null partition or offset, columns of the types
-Spark's Kafka source writes, which need no cast), it counts the input counters and writes the
-offsets and content hashes for later hours, as the copy's counters do
-(`recon.decode.copy_input.count_copy_files`). When every file is (and the files of a partition
-hold ranges apart, so no offset is read twice in the hour), the decoders read each partition's
-records from the dumps themselves, a task per partition (`dump_records`); otherwise the hour
-takes the staging copy, as before (shuffled files, a record twice, JSON Lines dumps).
+(2 cores). So a task per dump file first reads its small columns (`count_dump_files`): when its
+records are in order (each partition's offsets rising, no null partition or offset, columns of
+the types Spark's Kafka source writes, which need no cast), it counts each partition's records
+and offset range. When every file is (and the files of a partition hold ranges apart, so no
+offset is read twice in the hour, and few partitions share a file: `dumps_in_place`), the
+decoders read each partition's records from the dumps themselves, a task per partition
+(`dump_records`), and as they read the values they count their bytes and write the offsets and
+content hashes for later hours, as the copy's counters do
+(`recon.decode.copy_input.count_copy_files`). Otherwise the hour takes the staging copy, as
+before (shuffled files, a record twice, JSON Lines dumps).
 
 What the decoders get is what the copy would give them: `_read_parquet`'s Kafka timestamp in
 milliseconds, computed the way Spark computes it (`spark_ts_ms`), and Spark's `xxhash64` of key

@@ -80,8 +80,8 @@ def write_dump(
         rnd.shuffle(recs)
         if in_order:
             recs.sort(key=lambda r: (r.offset, r.partition))
+        size = -(-len(recs) // files_per_hour)  # of a run, in order
         for i in range(files_per_hour):
-            size = -(-len(recs) // files_per_hour)
             chunk = recs[i * size : (i + 1) * size] if in_order else recs[i::files_per_hour]
             if kind == "parquet":
                 table = pa.Table.from_pylist(
