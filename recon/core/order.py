@@ -45,11 +45,18 @@ def binlog_file_number(name: str | None) -> int:
 
 
 def kafka_tail(partition: int, offset: int) -> bytes:
+    if 0 <= partition <= 0xFFFFFFFF and 0 <= offset <= _U64:  # every record's: no calls
+        return partition.to_bytes(4, "big") + offset.to_bytes(8, "big")
     return u32(partition) + u64(offset)
 
 
 def binlog_key(file: str | None, pos: int | None, row: int, partition: int, offset: int) -> bytes:
-    return u64(binlog_file_number(file)) + u64(pos or 0) + u32(row) + kafka_tail(partition, offset)
+    n, p = binlog_file_number(file), pos or 0
+    if 0 <= n <= _U64 and 0 <= p <= _U64 and 0 <= row <= 0xFFFFFFFF:  # no clamp: no calls
+        head = n.to_bytes(8, "big") + p.to_bytes(8, "big") + row.to_bytes(4, "big")
+    else:
+        head = u64(n) + u64(p) + u32(row)
+    return head + kafka_tail(partition, offset)
 
 
 def gtid_number(gtid: str | None) -> int:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from itertools import accumulate, chain
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from recon.core.model import EVENT_FIELDS, OUTPUT_SCHEMA, RAW_SCHEMA, Event, RawRecord
@@ -45,6 +46,9 @@ def _raw_row(kind: str, rec: RawRecord, **extra: object) -> dict[str, object]:
 
 
 _EVENT_NAMES = tuple(f.name for f in EVENT_FIELDS)
+_IMAGES = frozenset(("before", "after"))
+"""The map columns whose objects are an event's own (its images): built flat, without looking
+for objects that events share (`_nested_array`: a dict of every row's object, for nothing)."""
 _VALUES = operator.methodcaller("values")
 _EVENT_GETTERS = tuple((n, operator.attrgetter(n)) for n in _EVENT_NAMES)
 
@@ -62,7 +66,9 @@ def _event_batch(events: list[Event], kind: str) -> pa.RecordBatch:
             arrays.append(pa.array([kind] * n, f.type))
         elif f.name in columns:
             values = columns[f.name]
-            if pa.types.is_map(f.type) or pa.types.is_list(f.type):
+            if f.name in _IMAGES:
+                arrays.append(_flat_nested_array(values, f.type))
+            elif pa.types.is_map(f.type) or pa.types.is_list(f.type):
                 arrays.append(_nested_array(values, f.type))
             else:
                 arrays.append(pa.array(values, f.type))
@@ -76,6 +82,10 @@ def _nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
     (a table's column types, an event's key columns shared by its rows) are built once each
     and repeated by index: most rows of a batch do."""
     ids = list(map(id, values))
+    if ids and ids.count(ids[0]) == len(ids):
+        # every row holds one object (a one-table batch's key and types, no defaults): counted
+        # in C, ~5x less than a dict of the rows' objects
+        return _flat_nested_array(values[:1], typ).take(np.zeros(len(values), np.int32))
     distinct = dict(zip(ids, values, strict=True))
     if len(distinct) * 4 > len(values):
         return _flat_nested_array(values, typ)
@@ -89,8 +99,12 @@ def _flat_nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
     each gathered by a C-level iteration (~8x faster than pa.array over a list of (key, value)
     pairs per row, and 2.3x faster than a Python loop extending the lists row by row)."""
     present = [v for v in values if v is not None]
-    off = pa.array([0, *accumulate([0 if v is None else len(v) for v in values])], pa.int32())
-    mask = pa.array([v is None for v in values], pa.bool_())
+    if len(present) == len(values):  # no NULL row (most columns of most batches)
+        off = pa.array(list(accumulate(map(len, values), initial=0)), pa.int32())
+        mask = None
+    else:
+        off = pa.array([0, *accumulate([0 if v is None else len(v) for v in values])], pa.int32())
+        mask = pa.array([v is None for v in values], pa.bool_())
     keys = list(chain.from_iterable(present))
     if pa.types.is_map(typ):
         items = list(chain.from_iterable(map(_VALUES, present)))

@@ -152,15 +152,32 @@ def test_map_and_list_columns_of_shared_objects_equal_the_row_by_row_column(
     shared: list[Any], rows: list[int], own: list[tuple[int, dict[str, Any]]]
 ) -> None:
     """Rows that repeat a few shared objects (built once, then taken by index: most rows
-    repeat one) and rows of their own (built row by row: most rows have their own) give the
-    column that building every row does, maps and lists alike."""
+    repeat one; every row one object: counted apart) and rows of their own (built row by row:
+    most rows have their own) give the column pyarrow builds from the rows themselves, maps
+    and lists alike, with NULL rows or without."""
     values = [shared[i % len(shared)] for i in rows]
     for at, d in own:
         values.insert(at, d)
-    assert _nested_array(values, _MAP).equals(_flat_nested_array(values, _MAP))
     as_lists = {id(v): None if v is None else list(v) for v in values}  # shared stays shared
     lists = [as_lists[id(v)] for v in values]
-    assert _nested_array(lists, _LIST).equals(_flat_nested_array(lists, _LIST))
+    for column, typ in ((values, _MAP), (lists, _LIST)):
+        row_by_row = pa.array(column, typ)
+        assert _nested_array(column, typ).equals(row_by_row)
+        assert _flat_nested_array(column, typ).equals(row_by_row)
+
+
+@pytest.mark.parametrize("one", [None, {}, {"a": "1", "b": None}])
+def test_a_column_whose_rows_all_hold_one_object_is_that_object_repeated(one: Any) -> None:
+    """Every row one object (a one-table batch's key columns and types): its value in every
+    row; an equal object of another order is its own value, not the first's."""
+    column = [one] * 5
+    assert (
+        _nested_array(column, _MAP).to_pylist() == [None if one is None else list(one.items())] * 5
+    )
+    if one:
+        reordered = dict(reversed(one.items()))
+        got = _nested_array([one, reordered, one], _MAP).to_pylist()
+        assert got == [list(one.items()), list(reordered.items()), list(one.items())]
 
 
 def _dataworks(seq: int, op: str, before: Any, after: Any, schema: dict[str, Any]) -> bytes:

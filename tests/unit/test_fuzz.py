@@ -8,7 +8,7 @@ import operator
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from recon.config import TableConfig
@@ -178,3 +178,34 @@ def test_numbers_beyond_64_bits_quarantine_their_records_not_the_task(
     clean = [rows(e) for e in _decode(good, fmt) if e["kind"] == "event"]
     assert clean
     assert [rows(e) for e in out if e["kind"] == "event"] == clean
+
+
+_SPACE = st.sampled_from([b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"\x85", b"\xa0", b"\x00"])
+_PADDED = st.builds(
+    lambda left, core, right: b"".join(left) + core + b"".join(right),
+    st.lists(_SPACE, max_size=3),
+    st.sampled_from([b"", b"null", b"nul", b"nullx", b"n", b"{}", b"Null"]),
+    st.lists(_SPACE, max_size=3),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_PADDED)
+@example(value=b"\x0bnull").via("a vertical tab before null")
+@example(value=b"\x0c null\r").via("a form feed before null")
+@example(value=b"\x85null").via("NEL, not ASCII whitespace")
+@pytest.mark.parametrize("fmt", ["tdsql_json", "canal_json", "debezium_json", "dataworks_json"])
+def test_blank_values_and_padded_nulls_are_read_as_stripping_them_reads_them(
+    fmt: str, value: bytes
+) -> None:
+    """A value that is empty once its ASCII whitespace is stripped is quarantined as an empty
+    value, in every JSON format; a Debezium value that is `null` once stripped is a tombstone.
+    Other bytes around them (NUL, Latin-1 spaces) are not whitespace: the value is read as JSON
+    (and quarantined when it is not)."""
+    out = _decode([value], fmt)
+    stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
+    reasons = [r["reason"] for r in out if r["kind"] == "quarantine"]
+    tombstone = fmt == "debezium_json" and value.strip() == b"null"
+    assert stats.get("tombstones", 0) == int(tombstone)
+    empty = [r for r in reasons if r.startswith("empty value")]
+    assert len(empty) == int(not value.strip())

@@ -72,6 +72,24 @@ def test_order_key_components_clamp_to_their_width_and_sort_as_numbers(a: int, b
         assert (f(a) < f(b)) == (ca < cb) and (f(a) == f(b)) == (ca == cb)
 
 
+_WIDE = st.integers(-(2**70), 2**70)
+
+
+@given(file_n=st.integers(-5, 2**66), pos=st.none() | _WIDE, row=_WIDE, part=_WIDE, offset=_WIDE)
+def test_kafka_tail_and_binlog_key_are_their_clamped_components(
+    file_n: int, pos: int | None, row: int, part: int, offset: int
+) -> None:
+    """The Kafka tail and the binlog order key (written without calls for in-range numbers)
+    are their components' clamped bytes, out of range too."""
+    from recon.core.order import binlog_key, kafka_tail, u32, u64
+
+    tail = u32(part) + u64(offset)
+    assert kafka_tail(part, offset) == tail
+    name = f"mysql-bin.{file_n}" if file_n >= 0 else None
+    head = u64(max(file_n, 0)) + u64(pos or 0) + u32(row)
+    assert binlog_key(name, pos, row, part, offset) == head + tail
+
+
 def test_binlog_file_numbers() -> None:
     from recon.core.order import binlog_file_number
 

@@ -32,6 +32,7 @@ _TYPES = {
 }
 _DDL_OPS = {"CREATE", "ALTER", "ERASE", "TRUNCATE", "RENAME", "CINDEX", "DINDEX"}
 _CONTROL_OPS = {"TRANSACTION_BEGIN", "TRANSACTION_END", "QUERY", "GTID", "XACOMMIT", "XAROLLBACK"}
+_PAIRED = ("UPDATE_BEFOR", "UPDATE_AFTER")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -87,13 +88,12 @@ def _value(v: object, logical: str) -> str | None:
     return orjson.dumps(v).decode()
 
 
-def _image_columns(payload: dict[str, Any], which: str) -> dict[str, Any] | None:
-    """`payload[which].dataColumn` (None: no such image)."""
-    part = payload.get(which)
+def _image_columns(part: Any, which: str) -> dict[str, Any] | None:
+    """`payload[which].dataColumn` of an image `part` (None: no such image)."""
     if part is None:
         return None
-    cols = part.get("dataColumn") if isinstance(part, dict) else None
-    if not isinstance(cols, dict):
+    cols = part.get("dataColumn") if type(part) is dict else None
+    if type(cols) is not dict:
         raise DecodeError(f"`{which}.dataColumn` is not an object")
     return cols
 
@@ -170,7 +170,8 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
         key = u128(seq) + flag + tail
         ev = self._row_event(schema, payload, db, tbl, key, rec, seq_str, event_time_ms)
-        self._apply(rec, op, ev, f"{db}.{tbl}:{seq_text}")
+        pair_key = f"{db}.{tbl}:{seq_text}" if op in _PAIRED else ""  # an update's two records
+        self._apply(rec, op, ev, pair_key)
 
     def _row_event(
         self,
@@ -189,7 +190,9 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         types, pk = _SCHEMA_COLUMNS(schema)
         if not pk:
             pk = list(self.ctx.primary_keys.get(f"{db}.{tbl}", []))
-        cols_b, cols_a = _image_columns(payload, "before"), _image_columns(payload, "after")
+        get = payload.get
+        cols_b = _image_columns(get("before"), "before")
+        cols_a = _image_columns(get("after"), "after")
         for cols in (cols_b, cols_a):
             if cols is not None and not types.keys() >= cols.keys():
                 types = dict(types)
@@ -264,7 +267,8 @@ class DataworksJsonDecoder(JsonStreamDecoder):
         # went to another partition; a damaged or control record proves nothing (it waits)
         if not self.unfollowed:  # no UPDATE_BEFOR waits for its next record (most records)
             super().feed(rec)
-            self._mark_waiting(rec)
+            if self.pending:
+                self._mark_waiting(rec)
             return
         first = {k: r for k, (r, _) in self.pending.items() if k in self.unfollowed}
         emitted = len(self.sink.events)

@@ -162,8 +162,10 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
     label = "Debezium message"
 
     def feed(self, rec: RawRecord) -> None:
-        # a tombstone is a Kafka null value (or JSON null); an empty value is damage
-        if rec.value is not None and rec.value.strip() == b"null":
+        # a tombstone is a Kafka null value (or JSON null); an empty value is damage. Only a
+        # value opening with `n` or a space can be `null` (the check copied every value)
+        value = rec.value
+        if value is not None and value[:1] in _NULL_OPENINGS and value.strip() == b"null":
             self.sink.count(rec, Stat.TOMBSTONES)
             return
         super().feed(rec)
@@ -304,6 +306,10 @@ def _key_list(columns: tuple[str, ...]) -> list[str]:
 _PARSE = SharedMemberJson("schema")
 """The envelope's schema is most of a message's bytes, the same text in every message of a
 table: read once per distinct text."""
+
+_NULL_OPENINGS = b"n \t\n\r\x0b\x0c"
+"""The first byte of a value that is JSON `null` with ASCII whitespace around it (or of an empty
+value, which `in` finds in any bytes)."""
 
 _DML: dict[str, Op] = {"c": "insert", "u": "update", "d": "delete"}
 
