@@ -9,18 +9,48 @@ partitions in offset order (`recon.decode.stream.with_carried`).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from itertools import chain
 
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext
 from recon.decode.copy_input import copy_records, read_carried, read_skip_list
-from recon.decode.dump_input import DumpSlice, dump_records, value_bytes_rows
+from recon.decode.dump_input import DumpSlice, PartitionKey, dump_records, value_bytes_rows
 from recon.decode.stream import decode_raw, with_carried
 from recon.decode.task_files import write_task_files
 
 TaskInput = str | DumpSlice | None
 """A copy file, a partition in the dumps, or None (the partitions with only carried records)."""
+
+
+def packed(
+    inputs: list[TaskInput], size: dict[PartitionKey, int], bins: int
+) -> list[list[TaskInput]]:
+    """The decode tasks' inputs: each copy file (a task per core already) and the carried-only
+    partitions (None) a task of their own, and the partitions read in place packed into at
+    most `bins` tasks of about equal records (`size`), the largest first, each into the task
+    with the fewest so far. A task per partition cost an hour of 200 partitions 7.9 s of
+    decoding against 1.4 s for two (100k DataWorks messages, 2 cores): each task pays its
+    start, its writers and output files, which the merge then reads."""
+    groups: list[list[TaskInput]] = []
+    slices: list[DumpSlice] = []
+    for item in inputs:
+        if isinstance(item, tuple):
+            slices.append(item)
+        else:
+            groups.append([item])
+    if slices:
+        heap = [(0, 0, i) for i in range(min(bins, len(slices)))]  # (records, inputs, task)
+        tasks: list[list[DumpSlice]] = [[] for _ in heap]
+        for s in sorted(slices, key=lambda s: (-size.get((s[1], s[2]), 0), s[0])):
+            records, n, i = heapq.heappop(heap)
+            tasks[i].append(s)
+            heapq.heappush(heap, (records + size.get((s[1], s[2]), 0), n + 1, i))
+        for t in tasks:
+            t.sort(key=lambda s: s[0])  # in the hour's order
+        groups = [list[TaskInput](t) for t in tasks] + groups
+    return groups
 
 
 def decode_task_inputs(

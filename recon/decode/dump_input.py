@@ -9,10 +9,10 @@ records are in order (each partition's offsets rising, no null partition or offs
 the types Spark's Kafka source writes, which need no cast), it counts each partition's records
 and offset range. When every file is (and the files of a partition hold ranges apart, so no
 offset is read twice in the hour, and few partitions share a file: `dumps_in_place`), the
-decoders read each partition's records from the dumps themselves, a task per partition
-(`dump_records`), and as they read the values they count their bytes and write the offsets and
-content hashes for later hours, as the copy's counters do
-(`recon.decode.copy_input.count_copy_files`). Otherwise the hour takes the staging copy, as
+decoders read each partition's records from the dumps themselves, the partitions packed
+into a task per core (`dump_records`, `recon.decode.decode_tasks.packed`), and as they read
+the values they count their bytes and write the offsets and content hashes for later hours,
+as the copy's counters do (`recon.decode.copy_input.count_copy_files`). Otherwise the hour takes the staging copy, as
 before (shuffled files, a record twice, JSON Lines dumps).
 
 What the decoders get is what the copy would give them: `_read_parquet`'s Kafka timestamp in

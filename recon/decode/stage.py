@@ -42,7 +42,7 @@ from recon.decode.copy_input import (
     TMP_PREFIX,
     count_copy_files,
 )
-from recon.decode.decode_tasks import TaskInput, decode_task_inputs
+from recon.decode.decode_tasks import TaskInput, decode_task_inputs, packed
 from recon.decode.dump_input import VALUE_BYTES_STAT, count_dump_files, dumps_in_place
 from recon.decode.dumps import check_complete, list_hour, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
@@ -593,11 +593,14 @@ def _decode_copy(
 
     hashes = Path(out) / "offset_hashes"  # written here by the partitions read in place
 
-    def decode_files(files: Any) -> Any:
-        return decode_task_inputs(files, fmt, ctx, carry, carried_only, out, skip, str(hashes))
+    def decode_files(groups: Any) -> Any:
+        items = chain.from_iterable(groups)
+        return decode_task_inputs(items, fmt, ctx, carry, carried_only, out, skip, str(hashes))
 
-    rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(decode_files)
-    with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
+    sizes = {k: int(st["records"]) for k, st in inp.stats.items()}
+    groups = packed(tasks, sizes, spark.sparkContext.defaultParallelism)
+    rdd = spark.sparkContext.parallelize(groups, len(groups)).mapPartitions(decode_files)
+    with job_named(spark, "decode: the decoders (a task per core, or per staging file)"):
         rows = rdd.collect()
     for aside in hashes.glob(f"{TMP_PREFIX}*"):  # of task attempts that failed
         aside.unlink()

@@ -278,6 +278,50 @@ def test_dumps_in_offset_order_are_read_in_place_and_decode_as_the_copy_does(
     assert len(events) == 2 * len(_reference(fmt))
 
 
+def test_an_hour_of_more_partitions_than_cores_is_read_in_place_a_task_per_core(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dumps of a file per partition and hour (Kafka Connect's S3 sink), more partitions than
+    cores: read in place, the partitions packed into a decode task per core (a task each cost
+    a 200-partition hour 5x the decoding), and decoded as the staging copy of the same records
+    shuffled over two files decodes them."""
+    fmt, topic, parts = "dataworks_json", "t_many", 5
+    one = sample.to_records(sample.ENCODERS[fmt](TXNS), topic)
+    recs = [
+        RawRecord(topic, p, r.offset, r.key, r.value, r.ts_ms) for p in range(parts) for r in one
+    ]
+    sink = tmp_path / "raw_sink"
+    for p in range(parts):
+        write_dump(tmp_path / f"p{p}", topic, [r for r in recs if r.partition == p], "parquet",
+                   HOURS, files_per_hour=1, in_order=True)  # fmt: skip
+        for f in (tmp_path / f"p{p}").rglob("*.parquet"):
+            dest = sink / f.parent.relative_to(tmp_path / f"p{p}") / f"part-p{p}.parquet"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            f.rename(dest)
+            (dest.parent / "_SUCCESS").touch()
+    write_dump(tmp_path / "raw_shuffled", topic, recs, "parquet", HOURS)
+    tasks: list[list[Any]] = []
+    real = stage.packed
+    monkeypatch.setattr(stage, "packed", lambda *a: tasks.append(real(*a)) or tasks[-1])
+    got, counters = {}, {}
+    for raw in ("raw_sink", "raw_shuffled"):
+        path = write_pipeline(tmp_path / f"{raw}.yaml", name=raw, format=fmt, topics=[topic],
+                              raw=raw, warehouse=f"wh_{raw}")  # fmt: skip
+        cfg = load_config(path)
+        counters[raw] = [_same_counters(decode_hour(spark, cfg, h)) for h in HOURS]
+        got[raw] = _decoded_outputs(cfg)
+    assert (
+        got["raw_sink"] == got["raw_shuffled"] and counters["raw_sink"] == counters["raw_shuffled"]
+    )
+    in_place = tasks[: len(HOURS)]  # the sink's hours; the shuffled ones' are copy files
+    cores = spark.sparkContext.defaultParallelism
+    for groups in in_place:
+        assert all(isinstance(item, tuple) for g in groups for item in g)  # read in place
+        assert len(groups) == min(cores, parts)
+        assert sorted(item[2] for g in groups for item in g) == list(range(parts))
+    assert len(got["raw_sink"]["events"]) == parts * len(_reference(fmt))
+
+
 def test_garbage_and_unreadable_lines_are_quarantined_with_bytes(spark, tmp_path: Path) -> None:
     fmt = "dataworks_json"
     recs = sample.to_records(sample.ENCODERS[fmt](TXNS[:3]), f"t_{fmt}")

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from recon.decode import dump_input
@@ -235,3 +235,37 @@ def test_an_int96_time_before_1900_takes_the_staging_copy(
         (part,) = dumps_in_place(rows)[1]  # type: ignore[index]
         (rec,) = list(dump_records(part, {}, str(tmp_path / "h"), {}))[:1]
         assert rec.ts_ms == micros // 1000
+
+
+@given(
+    sizes=st.lists(st.integers(0, 1_000), max_size=40),
+    copies=st.integers(0, 3),
+    carried_only=st.booleans(),
+    bins=st.integers(1, 8),
+)
+@example(sizes=[0, 0, 0], copies=0, carried_only=False, bins=3)
+def test_partitions_read_in_place_are_packed_into_a_task_per_core(
+    sizes: list[int], copies: int, carried_only: bool, bins: int
+) -> None:
+    """Every input is in one task, once: a copy file and the carried-only partitions (None)
+    each in a task of their own; the partitions read in place in at most `bins` tasks, each
+    task's in the hour's order, and no task more than the largest partition over an even
+    share of the records (each partition, the largest first, went to the task with the
+    fewest)."""
+    from recon.decode.decode_tasks import packed
+
+    slices = [(n, "t", p, ((f"f{p}", "t", True),)) for n, p in enumerate(range(len(sizes)))]
+    size = {("t", p): s for p, s in enumerate(sizes)}
+    inputs: list[Any] = [*slices, *(f"copy-{i}" for i in range(copies))]
+    inputs += [None] if carried_only else []
+    groups = packed(inputs, size, bins)
+    flat = [item for g in groups for item in g]
+    assert sorted(map(repr, flat)) == sorted(map(repr, inputs))
+    alone = [g for g in groups if not isinstance(g[0], tuple)]
+    assert all(len(g) == 1 for g in alone) and len(alone) == copies + carried_only
+    in_place = [g for g in groups if isinstance(g[0], tuple)]
+    assert len(in_place) == min(bins, len(slices))
+    for g in in_place:
+        assert all(isinstance(s, tuple) for s in g) and g == sorted(g)
+        load = sum(size[("t", s[2])] for s in g)
+        assert load <= sum(sizes) / len(in_place) + max(sizes)
