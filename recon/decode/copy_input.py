@@ -4,12 +4,12 @@ are in Kafka's order already: `recon.decode.dump_input`).
 The staging copy (`recon.decode.stage._staging_copy`) is written partitioned by Kafka partition
 (topic, partition) and sorted by offset (then content hash and Kafka timestamp) within it: a
 partition's records are in one file, in the order its decoder needs (a file may hold several
-partitions, one after the other: adaptive execution packs small ones into one task). So a decode task can take a file, read it with Arrow
-a row group at a time, and decode it, instead of Spark reading the copy, shuffling it a second
-time by partition, sorting it, and handing it to Python (measured on 2 cores, a 500k-message
-DataWorks hour: that shuffle and hand-over cost ~4.5 of the decoders' ~10 s job). A later copy
-of a record in the hour (same offset, same content) is in the copy too, right after the first
-(the earliest by Kafka timestamp): the tasks leave it out.
+partitions, one after the other: adaptive execution packs small ones into one task). So a decode
+task can take a file, read it with Arrow a row group at a time, and decode it, instead of Spark
+reading the copy, shuffling it a second time by partition, sorting it, and handing it to Python
+(measured on 2 cores, a 500k-message DataWorks hour: that shuffle and hand-over cost ~4.5 of the
+decoders' ~10 s job). A later copy of a record in the hour (same offset, same content) is in the
+copy too, right after the first (the earliest by Kafka timestamp): the tasks leave it out.
 
 The records carried in from the hour before are merged in by the task
 (`recon.decode.decode_tasks`).

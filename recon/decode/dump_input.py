@@ -12,8 +12,8 @@ offset is read twice in the hour, and few partitions share a file: `dumps_in_pla
 decoders read each partition's records from the dumps themselves, the partitions packed
 into a task per core (`dump_records`, `recon.decode.decode_tasks.packed`), and as they read
 the values they count their bytes and write the offsets and content hashes for later hours,
-as the copy's counters do (`recon.decode.copy_input.count_copy_files`). Otherwise the hour takes the staging copy, as
-before (shuffled files, a record twice, JSON Lines dumps).
+as the copy's counters do (`recon.decode.copy_input.count_copy_files`). Otherwise the hour
+takes the staging copy, as before (shuffled files, a record twice, JSON Lines dumps).
 
 What the decoders get is what the copy would give them: `_read_parquet`'s Kafka timestamp in
 milliseconds, computed the way Spark computes it (`spark_ts_ms`), and Spark's `xxhash64` of key
@@ -306,8 +306,9 @@ def dumps_in_place(
             return None
         n = sum(r["records"] for r in got)
         # the value bytes: counted by the decoders (`dump_records`)
+        lo, hi = got[0]["min_offset"], got[-1]["max_offset"]
         stats[key] = {"records": n, "distinct": n, "distinct_offsets": n, "bytes": 0,
-                      "min_offset": got[0]["min_offset"], "max_offset": got[-1]["max_offset"]}  # fmt: skip
+                      "min_offset": lo, "max_offset": hi}  # fmt: skip
         files = tuple((r["file"], r["topic_of_folder"], parts_of[r["file"]] == {key}) for r in got)
         slices.append((len(slices), key[0], key[1], files))
     return stats, slices

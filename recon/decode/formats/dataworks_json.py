@@ -290,14 +290,14 @@ class DataworksJsonDecoder(JsonStreamDecoder):
                 self.passed.discard(k)
 
     def finish(self) -> list[RawRecord]:
-        """An UPDATE_BEFOR still waiting that another row change followed in its partition has
-        no partner in this partition (see `feed`): a topic partitioned by primary key puts a key-changing update's AFTER (new
-        key) in another partition. It is applied alone, as the removal of its key ordered just
-        before its AFTER (its order key): whatever the AFTER did, the merge then ends right
-        (same key: the AFTER's upsert wins; another key: the old one is gone). One that is the
-        partition's last record of the hour is carried (its AFTER may be cut off by the hour)
-        and offered to the decode stage, which applies it in this hour when its AFTER (same
-        table and sequenceId) came in another partition of the hour."""
+        """An UPDATE_BEFOR still waiting that another row change followed in its partition has no
+        partner in this partition (see `feed`): a topic partitioned by primary key puts a
+        key-changing update's AFTER (new key) in another partition. It is applied alone, as the
+        removal of its key ordered just before its AFTER (its order key): whatever the AFTER did,
+        the merge then ends right (same key: the AFTER's upsert wins; another key: the old one is
+        gone). One that is the partition's last record of the hour is carried (its AFTER may be cut
+        off by the hour) and offered to the decode stage, which applies it in this hour when its
+        AFTER (same table and sequenceId) came in another partition of the hour."""
         carry = []
         for key, (rec, ev) in self.pending.items():
             if key in self.passed:
