@@ -253,9 +253,16 @@ def cut_to_messages(p: Plan, kinds: list[Message], messages: int) -> Plan:
 
 
 def write_hour(
-    p: Plan, kinds: list[Message], raw: Path, topic: str, rows_per_file: int = 250_000
+    p: Plan,
+    kinds: list[Message],
+    raw: Path,
+    topic: str,
+    rows_per_file: int = 250_000,
+    file_per_partition: bool = False,
 ) -> dict[str, int]:
-    """Render and write the hour; returns counts (changes, messages, bytes)."""
+    """Render and write the hour; returns counts (changes, messages, bytes). The files hold
+    every partition, interleaved as produced (Spark's Kafka source), or with
+    `file_per_partition` a partition each (Kafka Connect's S3 sink), each in offset order."""
     folder = raw / topic / f"dt={p.hour:%Y-%m-%d}" / f"hour={p.hour:%H}"
     folder.mkdir(parents=True, exist_ok=True)
     per = messages_per_change(kinds, p.op)
@@ -264,7 +271,13 @@ def write_hour(
     for lo in range(0, p.n, rows_per_file):
         idx = np.arange(lo, min(lo + rows_per_file, p.n))
         table = _render(p, kinds, idx, rank, topic)
-        pq.write_table(table, folder / f"part-{file_no:05d}.parquet")
+        if file_per_partition:
+            parts = table.column("partition").to_numpy()
+            for part in np.unique(parts):
+                mine = table.filter(pa.array(parts == part)).sort_by("offset")
+                pq.write_table(mine, folder / f"part-{file_no:05d}-p{part:05d}.parquet")
+        else:
+            pq.write_table(table, folder / f"part-{file_no:05d}.parquet")
         file_no += 1
         n_msgs += table.num_rows
         n_bytes += table.column("value").nbytes

@@ -78,7 +78,9 @@ def main() -> None:
     ap.add_argument("--work", default=str(ROOT / "var" / "profile"))
     args = ap.parse_args()
     work = Path(args.work)
-    ns = argparse.Namespace(keys=args.keys, delete_share=0.1, partitions=2, seed=1)
+    ns = argparse.Namespace(
+        keys=args.keys, delete_share=0.1, partitions=2, seed=1, file_per_partition=False
+    )
     counts = make_hour(work, args.format, next(iter_sizes(args.messages)), ns)
     evlog = work / "eventlog"
     evlog.mkdir()

@@ -114,7 +114,9 @@ def make_hour(work: Path, fmt: str, messages: int, args: argparse.Namespace) -> 
     p = plan(hour_start(HOUR), messages, args.keys, args.delete_share, args.partitions, args.seed)
     p = cut_to_messages(p, kinds, messages)
     t0 = time.perf_counter()
-    counts: dict[str, Any] = dict(write_hour(p, kinds, work / "raw", "bench"))
+    counts: dict[str, Any] = dict(
+        write_hour(p, kinds, work / "raw", "bench", file_per_partition=args.file_per_partition)
+    )
     counts["generate_seconds"] = round(time.perf_counter() - t0, 2)
     counts["expected_rows"] = p.expected_rows()
     tables: dict[str, Any] = {"shop.orders": {}}
@@ -280,6 +282,10 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--delete-share", type=float, default=0.1)
     ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument(
+        "--file-per-partition", action="store_true",
+        help="a dump file per Kafka partition (Kafka Connect's S3 sink), not all in each",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", default=str(ROOT / "var" / "bench"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -305,7 +311,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30), "python": platform.python_version()},  # fmt: skip
-        "workload": {"keys": args.keys, "delete_share": args.delete_share, "partitions": args.partitions},
+        "workload": {"keys": args.keys, "delete_share": args.delete_share, "partitions": args.partitions, "file_per_partition": args.file_per_partition},
         "repeat": args.repeat,
         "formats": {},
     }  # fmt: skip

@@ -6,6 +6,7 @@ skewed a benchmark."""
 from __future__ import annotations
 
 import base64
+import itertools
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -124,3 +125,29 @@ def test_repeated_runs_of_a_path_count_as_their_median() -> None:
     assert median_of([run(9.0, 1)])["seconds"] == 9.0
     with pytest.raises(SystemExit, match="different row counts"):
         median_of([run(1.0, 1, rows=7), run(1.0, 1, rows=8)])
+
+
+def test_a_file_per_partition_holds_the_same_records_each_partition_in_offset_order(
+    tmp_path: Path,
+) -> None:
+    """The Kafka Connect layout (`file_per_partition`): the records of the default layout, each
+    file one partition's, its offsets rising, the files of a partition holding ranges apart."""
+    kinds = KINDS["dataworks_json"]()
+    p = cut_to_messages(plan(HOUR, 3000, keys=400, delete_share=0.3, partitions=3), kinds, 3000)
+    write_hour(p, kinds, tmp_path / "mixed", "bench", rows_per_file=700)
+    write_hour(p, kinds, tmp_path / "sink", "bench", rows_per_file=700, file_per_partition=True)
+    key = lambda r: (r.partition, r.offset, r.value)  # noqa: E731
+    assert sorted(map(key, _records(tmp_path / "sink"))) == sorted(
+        map(key, _records(tmp_path / "mixed"))
+    )
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for f in sorted((tmp_path / "sink").rglob("*.parquet")):
+        t = pq.read_table(f, columns=["partition", "offset"])
+        (part,) = set(t.column("partition").to_pylist())
+        offs = t.column("offset").to_pylist()
+        assert offs == sorted(offs) and len(set(offs)) == len(offs)
+        ranges.setdefault(part, []).append((offs[0], offs[-1]))
+    assert sorted(ranges) == [0, 1, 2]
+    for spans in ranges.values():
+        spans.sort()
+        assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))
