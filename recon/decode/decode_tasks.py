@@ -43,10 +43,11 @@ def packed(
     if slices:
         heap = [(0, 0, i) for i in range(min(bins, len(slices)))]  # (records, inputs, task)
         tasks: list[list[DumpSlice]] = [[] for _ in heap]
-        for s in sorted(slices, key=lambda s: (-size.get((s[1], s[2]), 0), s[0])):
+        weighed = [(size.get((s[1], s[2]), 0), s) for s in slices]
+        for w, s in sorted(weighed, key=lambda ws: (-ws[0], ws[1][0])):  # largest first
             records, n, i = heapq.heappop(heap)
             tasks[i].append(s)
-            heapq.heappush(heap, (records + size.get((s[1], s[2]), 0), n + 1, i))
+            heapq.heappush(heap, (records + w, n + 1, i))
         for t in tasks:
             t.sort(key=lambda s: s[0])  # in the hour's order
         groups = [list[TaskInput](t) for t in tasks] + groups
