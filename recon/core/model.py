@@ -96,6 +96,8 @@ def i64(n: int, what: str) -> int:
     """`n` for a 64-bit column (`binlog_pos`, `event_index`, `event_time_ms`), or DecodeError:
     a number a producer wrote beyond that range quarantines its record instead of failing the
     whole decode task when the batch is built."""
+    if type(n) is bool:  # an int to Python, not to the Arrow column: the task's batch would fail
+        raise DecodeError(f"{what} {str(n).lower()} is not a number")
     if _I64_MIN <= n <= _I64_MAX:
         return n
     raise DecodeError(f"{what} {n} is beyond the signed 64-bit range")

@@ -9,7 +9,7 @@ import pytest
 
 from recon._proto import tencent_subscribe_pb2 as pb
 from recon.core.ddl import apply_alter_table, parse_create_table
-from recon.core.model import RawRecord
+from recon.core.model import RawRecord, i64
 from recon.core.sqlddl import TableDef, parse_sql_literal
 from recon.core.values import mysql_logical_type
 from recon.decode.base import DecodeContext
@@ -432,6 +432,22 @@ def test_dataworks_values_keep_their_json_type_and_a_schema_read_once_is_not_sha
         "1970-01-01T00:00:01.500000Z", "1500", "true", "2.5", "1970-01-01T00:00:01.500000Z"
     ]  # fmt: skip
     assert after[2]["v"] is None and after[3]["v"] == '{"x":[1,2.5]}'
+
+
+def test_a_boolean_event_time_is_no_time() -> None:
+    """JSON's `true` is an int to Python but not to the Arrow column: an event time of `true`
+    (DataWorks, Canal flat) reads as no time, as a string there does. Before, it failed the
+    decode task's whole batch; `i64` now refuses a boolean (its record is quarantined)."""
+    dw = json.loads(_dw("INSERT", "1", after={"id": 1, "v": "a", "d": 0}))
+    dw["payload"]["timestamp"]["eventTime"] = True
+    r = _run([json.dumps(dw).encode()], "dataworks_json")
+    assert [e["event_time_ms"] for e in r["events"]] == [None] and not r["quarantine"]
+    canal = {"database": "s", "table": "t", "type": "INSERT", "es": True, "pkNames": ["id"],
+             "data": [{"id": "1"}], "mysqlType": {"id": "int"}}  # fmt: skip
+    r = _run([json.dumps(canal).encode()], "canal_json")
+    assert [e["event_time_ms"] for e in r["events"]] == [None] and not r["quarantine"]
+    with pytest.raises(DecodeError, match="eventTime true is not a number"):
+        i64(True, "eventTime")  # type: ignore[arg-type]
 
 
 # -- Canal flat -------------------------------------------------------------------------------

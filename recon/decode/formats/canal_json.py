@@ -40,7 +40,7 @@ class CanalJsonDecoder(JsonStreamDecoder):
         es = msg.get("es")
         common: dict[str, Any] = dict(
             gtid=msg.get("gtid") or None,
-            event_time_ms=i64(es, "es") if isinstance(es, int) else None,
+            event_time_ms=i64(es, "es") if type(es) is int else None,
             topic=rec.topic,
             partition=rec.partition,
             offset=rec.offset,

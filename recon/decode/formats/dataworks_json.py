@@ -144,7 +144,7 @@ class DataworksJsonDecoder(JsonStreamDecoder):
             seq = 0
         ts = payload.get("timestamp")
         event_time = ts.get("eventTime") if isinstance(ts, dict) else None
-        event_time_ms = i64(event_time, "eventTime") if isinstance(event_time, int) else None
+        event_time_ms = i64(event_time, "eventTime") if type(event_time) is int else None
         seq_str = None if seq_text is None else str(seq_text)
         tail = kafka_tail(rec.partition, rec.offset)
         if op in _DDL_OPS:
