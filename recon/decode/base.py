@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 import orjson
@@ -21,6 +21,9 @@ from recon.core.model import Event, RawRecord
 from recon.core.sqlddl import TableDef
 from recon.decode.stats import Stat, quarantined_because
 from recon.errors import DecodeError
+
+if TYPE_CHECKING:
+    from recon.decode.lane import Lane
 
 # what a decoder's message handler may raise on a malformed message: the record is quarantined
 # with the format's label and the error (one list for every format, so the same damage gets the
@@ -106,6 +109,8 @@ class StreamDecoder:
     """Base class; subclasses implement `feed` and, if they hold state, `finish`."""
 
     format_name = ""
+    lane: type[Lane] | None = None
+    """Its fast lane (`recon.decode.lane`), if it has one."""
 
     def __init__(self, ctx: DecodeContext, sink: Sink) -> None:
         self.ctx = ctx

@@ -9,6 +9,7 @@ counters. No record is dropped without a counter or a quarantine row.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import operator
 from collections import deque
@@ -22,6 +23,7 @@ import pyarrow as pa
 
 from recon.core.model import EVENT_FIELDS, OUTPUT_SCHEMA, RAW_SCHEMA, Event, RawRecord
 from recon.decode.base import DecodeContext, Sink, StreamDecoder
+from recon.decode.lane import Lane, LaneImage, LaneRows
 from recon.decode.stats import Stat, finish_error
 from recon.formats import FORMAT_SPECS, load_object
 
@@ -50,6 +52,7 @@ _IMAGES = frozenset(("before", "after"))
 """The map columns whose objects are an event's own (its images): built flat, without looking
 for objects that events share (`_nested_array`: a dict of every row's object, for nothing)."""
 _VALUES = operator.methodcaller("values")
+_EVENT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Event)}
 _EVENT_GETTERS = tuple((n, operator.attrgetter(n)) for n in _EVENT_NAMES)
 
 
@@ -75,6 +78,38 @@ def _event_batch(events: list[Event], kind: str) -> pa.RecordBatch:
         else:
             arrays.append(pa.nulls(n, f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
+
+
+def _lane_batch(rows: LaneRows) -> pa.RecordBatch:
+    """The lanes' rows as an Arrow batch of kind `event` (`_event_batch` of the same events)."""
+    n = len(rows)
+    columns = rows.columns()
+    arrays = []
+    for f in OUTPUT_SCHEMA:
+        if f.name == "kind":
+            arrays.append(pa.array(["event"] * n, f.type))
+        elif f.name in _IMAGES:
+            arrays.append(_image_array(getattr(rows, f.name), f.type))
+        elif f.name in columns:
+            values = columns[f.name]
+            nested = pa.types.is_map(f.type) or pa.types.is_list(f.type)
+            arrays.append(_nested_array(values, f.type) if nested else pa.array(values, f.type))
+        elif _EVENT_DEFAULTS.get(f.name) is not None:  # an event's field the lanes leave as is
+            arrays.append(pa.repeat(pa.scalar(_EVENT_DEFAULTS[f.name], f.type), n))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
+
+
+def _image_array(image: LaneImage, typ: pa.MapType) -> pa.Array:
+    lengths = image.lengths
+    mask = None
+    if -1 in lengths:
+        mask = pa.array([n < 0 for n in lengths], pa.bool_())
+        lengths = [max(n, 0) for n in lengths]
+    off = pa.array(list(accumulate(lengths, initial=0)), pa.int32())
+    names, values = pa.array(image.names, typ.key_type), pa.array(image.values, typ.item_type)
+    return pa.MapArray.from_arrays(off, names, values, type=typ, mask=mask)
 
 
 def _nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
@@ -124,14 +159,15 @@ def _frozen(value: Any, memo: dict[int, Any]) -> Any:
     return got
 
 
-def _shape_batch(events: list[Event]) -> pa.RecordBatch:
+def _shape_batch(events: list[Event], lanes: dict[tuple[Any, ...], list[Any]]) -> pa.RecordBatch:
     """One event of each distinct shape among `events` (`recon.decode.summary`), of kind
     `shape` with how many in `n`. Counted here, where the events are objects: Spark's aggregate
     over the written events rebuilt every event's parts as arrays to group them (~1 s of a
     500k-event hour, on 2 cores). Grouped first by the column types', key's and defaults'
     objects (most events share their table's; the events are alive, so their `id`s are
-    theirs), then those groups by what the objects hold."""
-    by_object: dict[tuple[Any, ...], list[Any]] = {}
+    theirs), then those groups by what the objects hold. `lanes`: the lanes' rows' shapes,
+    counted by the same first keys (`LaneRows.shapes`)."""
+    by_object: dict[tuple[Any, ...], list[Any]] = {k: list(v) for k, v in lanes.items()}
     for ev in events:
         img = ev.after if ev.after is not None else ev.before
         key = (
@@ -154,12 +190,17 @@ def _shape_batch(events: list[Event]) -> pa.RecordBatch:
     return batch.set_column(OUTPUT_SCHEMA.get_field_index("n"), OUTPUT_SCHEMA.field("n"), n)
 
 
-def _drain(sink: Sink, carry: list[RawRecord], shapes: bool = False) -> list[pa.RecordBatch]:
+def _drain(
+    sink: Sink, carry: list[RawRecord], lanes: LaneRows, shapes: bool = False
+) -> list[pa.RecordBatch]:
     batches = []
     if sink.events:
         batches.append(_event_batch(sink.events, "event"))
-        if shapes:
-            batches.append(_shape_batch(sink.events))
+    if len(lanes):
+        batches.append(_lane_batch(lanes))
+    if shapes and (sink.events or len(lanes)):
+        batches.append(_shape_batch(sink.events, lanes.shapes))
+    lanes.clear()
     if sink.shadows:
         batches.append(_event_batch(sink.shadows, "pairable"))
     rows: list[dict[str, object]] = []
@@ -180,14 +221,19 @@ def _drain(sink: Sink, carry: list[RawRecord], shapes: bool = False) -> list[pa.
 class _StreamDriver:
     """Feeds each (topic, partition) stream, in offset order, to a decoder of its own."""
 
-    def __init__(self, fmt: str, ctx: DecodeContext, shapes: bool = False) -> None:
+    def __init__(
+        self, fmt: str, ctx: DecodeContext, shapes: bool = False, lanes: bool = True
+    ) -> None:
         self.fmt = fmt
         self.shapes = shapes
         self.cls: type[StreamDecoder] = load_object(FORMAT_SPECS[fmt].decoder)
+        self.lane_class = self.cls.lane if lanes else None
         self.ctx = ctx
         self.sink = Sink()
+        self.lane_rows = LaneRows()
         self.current: tuple[str, int] | None = None
         self.dec: StreamDecoder | None = None
+        self.lane: Lane | None = None
         self.carry: list[RawRecord] = []
         # the current stream's per-record counters, added to the sink's when it ends (a
         # counter update per record and per counter cost ~5% of a JSON decode)
@@ -205,10 +251,25 @@ class _StreamDriver:
                 )
             self.current = key
             self.dec = self.cls(self.ctx, self.sink)
+            if self.lane_class is not None:
+                self.lane = self.lane_class(self.dec, self.lane_rows)
         if rec.carried:
             self.n_carried_in += 1
         else:
             self.n_in += 1
+        lane = self.lane
+        if lane is not None:
+            used = lane.take(rec)
+            if used is not None:
+                self.n_consumed += used
+                return
+            held = lane.release()  # the decoder takes over from the record the lane held
+            if held is not None:
+                self._decode(held)
+        self._decode(rec)
+
+    def _decode(self, rec: RawRecord) -> None:
+        assert self.dec is not None
         try:
             self.dec.feed(rec)
         except Exception as err:  # noqa: BLE001 - a decoder bug quarantines, never crashes
@@ -251,6 +312,12 @@ class _StreamDriver:
         it still holds must be in that carry; one that is not was lost by the decoder."""
         if self.dec is None or self.current is None:
             return
+        lane, self.lane = self.lane, None
+        if lane is not None:
+            held = lane.release()
+            if held is not None:
+                self._decode(held)
+            lane.close()
         self._add_stream_counts()
         topic, partition = self.current
         sink = self.sink
@@ -285,7 +352,7 @@ class _StreamDriver:
         self.dec = None
 
     def drain(self) -> list[pa.RecordBatch]:
-        return _drain(self.sink, self.carry, self.shapes)
+        return _drain(self.sink, self.carry, self.lane_rows, self.shapes)
 
     def stat_rows(self) -> list[dict[str, object]]:
         return [
@@ -341,17 +408,22 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def decode_raw(
-    records: Iterable[RawRecord], fmt: str, ctx: DecodeContext, shapes: bool = False
+    records: Iterable[RawRecord],
+    fmt: str,
+    ctx: DecodeContext,
+    shapes: bool = False,
+    lanes: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Decode raw records sorted by (topic, partition, offset): output batches of
     `OUTPUT_SCHEMA` (events, quarantine, carry, then the counters); `shapes`: with the shapes
-    of each batch's events (`_shape_batch`), for the decode task's summary."""
-    driver = _StreamDriver(fmt, ctx, shapes)
-    sink = driver.sink
+    of each batch's events (`_shape_batch`), for the decode task's summary; `lanes`: with the
+    decoders' fast lanes (`recon.decode.lane`; without, for tests: the same output)."""
+    driver = _StreamDriver(fmt, ctx, shapes, lanes)
+    sink, lane_rows = driver.sink, driver.lane_rows
     with _fewer_collections():
         for rec in records:
             driver.feed(rec)
-            if len(sink.events) + len(sink.quarantine) >= _FLUSH_ROWS:
+            if len(sink.events) + len(sink.quarantine) + len(lane_rows) >= _FLUSH_ROWS:
                 yield from driver.drain()
         driver.finish()
         yield from driver.drain()

@@ -1,0 +1,111 @@
+"""A decoder's fast lane: the common records of a stream decoded straight into columns.
+
+Most records of an hour are plain row changes that a decoder turns into an `Event` and the
+stream driver then takes apart again, field by field, into the output's Arrow columns. A lane
+writes such a record's fields into columns (`LaneRows`) directly: no `Event`, no dict per image.
+
+A lane takes a record only when it knows the decoder would decode it to exactly that row, and
+only while the decoder holds nothing (no record waits in it for a partner): then the decoder,
+had it been fed the record, would have ended in the same state. Anything else (a control
+record, damage, a record the decoder would count or pair) it refuses, changing nothing, and the
+stream driver feeds the record to the decoder, after the one record the lane may hold for its
+partner (`release`). So the hour's events, quarantine, carry and counters are the decoder's,
+whichever records the lane took; only the order of the event rows differs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from recon.core.model import Event, Op, RawRecord
+
+if TYPE_CHECKING:
+    from recon.decode.base import StreamDecoder
+
+
+class LaneImage:
+    """One image column (`before` or `after`) of the lane's rows, flat: every row's column
+    names and values in a row, and each row's count of them (-1: no image)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.values: list[str | None] = []
+        self.lengths: list[int] = []
+
+    def add(self, image: tuple[tuple[str, ...], list[str | None]] | None) -> None:
+        """A row's image: (its column names, their values), or None."""
+        if image is None:
+            self.lengths.append(-1)
+            return
+        self.names.extend(image[0])
+        self.values.extend(image[1])
+        self.lengths.append(len(image[1]))
+
+    def clear(self) -> None:
+        self.names.clear()
+        self.values.clear()
+        self.lengths.clear()
+
+
+LANE_COLUMNS = (
+    "db", "tbl", "pk", "types", "order_key", "seq", "event_time_ms", "topic", "partition", "offset",
+)  # fmt: skip
+"""The event columns of a lane's row, in its tuple's order; a lane fills `op`, `before` and
+`after` besides, and leaves the others as an `Event` has them by default."""
+
+
+class LaneRows:
+    """The events the lanes of one decode task decoded, as a row tuple each (`LANE_COLUMNS`),
+    their ops and images, until the stream driver writes them out; and their shapes, counted as
+    the driver counts its events' (`recon.decode.stream._shape_batch`: the same keys)."""
+
+    def __init__(self) -> None:
+        self.ops: list[str] = []
+        self.rows: list[tuple[Any, ...]] = []
+        self.before = LaneImage()
+        self.after = LaneImage()
+        self.shapes: dict[tuple[Any, ...], list[Any]] = {}
+        """Shape key -> [an `Event` of that shape, how many]."""
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def columns(self) -> dict[str, Any]:
+        """The rows as columns: `LANE_COLUMNS` and `op`, each a sequence."""
+        columns = zip(*self.rows, strict=True) if self.rows else [()] * len(LANE_COLUMNS)
+        return {"op": self.ops, **dict(zip(LANE_COLUMNS, columns, strict=True))}
+
+    def clear(self) -> None:
+        self.ops.clear()
+        self.rows.clear()
+        self.before.clear()
+        self.after.clear()
+        self.shapes.clear()
+
+
+class Lane:
+    """The fast lane of one decoder (one stream): subclasses implement `take`."""
+
+    def __init__(self, dec: StreamDecoder, rows: LaneRows) -> None:
+        self.dec = dec
+        self.rows = rows
+
+    def take(self, rec: RawRecord) -> int | None:
+        """Decode `rec` into the rows when the decoder would decode it to the same rows and
+        state: how many records that used up (0: the lane holds `rec` for its partner; 2: `rec`
+        and the one it held). None, changing nothing, when the decoder must take `rec` (after
+        the record `release` gives back)."""
+        raise NotImplementedError
+
+    def release(self) -> RawRecord | None:
+        """The record the lane holds, if any, given back to be fed to the decoder before any
+        other (the decoder takes over from there)."""
+        return None
+
+    def close(self) -> None:
+        """The stream ends: add what the lane counted to the decoder's sink."""
+
+
+def event_of(op: Op, row: tuple[Any, ...], before: Any, after: Any) -> Event:
+    """The `Event` of a lane's row (e.g. to show its shape)."""
+    return Event(op=op, before=before, after=after, **dict(zip(LANE_COLUMNS, row, strict=True)))

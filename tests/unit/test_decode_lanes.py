@@ -1,0 +1,188 @@
+"""A decoder's fast lane (`recon.decode.lane`) changes nothing but the speed: the DataWorks
+decode of any stream, the lane on, gives the rows the decoder alone gives (events, quarantine,
+carry, shapes and counters; hypothesis), and the lane does take the common records."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from recon.core.model import RawRecord
+from recon.decode import stream
+from recon.decode.base import DecodeContext
+from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
+from recon.decode.stream import _StreamDriver, decode_raw
+
+_COLUMNS = [{"name": "id", "type": "LONG"}, {"name": "v", "type": "STRING"}]
+_SCHEMAS = {
+    "t": {
+        "dataColumn": [*_COLUMNS, {"name": "d", "type": "DATE"}],
+        "primaryKey": ["id"],
+        "source": {"dbName": "s", "tableName": "t"},
+    },
+    "u": {
+        "dataColumn": _COLUMNS,
+        "primaryKey": ["id"],
+        "source": {"dbName": "s", "tableName": "u"},
+    },
+    # the same table, another schema (another object: the decoder merges an update's types)
+    "t2": {
+        "dataColumn": [*_COLUMNS, {"name": "w", "type": "STRING"}],
+        "primaryKey": ["id"],
+        "source": {"dbName": "s", "tableName": "t"},
+    },
+    "nokey": {"dataColumn": _COLUMNS, "source": {"dbName": "s", "tableName": "k"}},
+    "dotted": {"dataColumn": _COLUMNS, "primaryKey": ["id"], "source": {"dbName": "s.t"}},
+}
+_VALUES = st.one_of(
+    st.integers(-5, 5), st.text(max_size=3), st.none(), st.booleans(), st.just(2.5),
+    st.just(2**70), st.just({"x": [1]}),
+)  # fmt: skip
+_IMAGES = st.none() | st.fixed_dictionaries(
+    {"id": st.integers(0, 3)}, optional={"v": _VALUES, "d": _VALUES, "extra": _VALUES}
+)
+_OPS = ["INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"]
+
+
+def _message(
+    op: str, seq: Any, schema: str, before: Any, after: Any, event_time: Any
+) -> dict[str, Any]:
+    return {
+        "schema": _SCHEMAS[schema],
+        "payload": {
+            "op": op,
+            "sequenceId": seq,
+            "timestamp": {"eventTime": event_time},
+            "before": None if before is None else {"dataColumn": before},
+            "after": None if after is None else {"dataColumn": after},
+        },
+    }
+
+
+_MESSAGE = st.builds(
+    _message,
+    op=st.sampled_from(_OPS) | st.sampled_from(["MHEARTBEAT", "CREATE", "GTID", "BOGUS"]),
+    seq=st.sampled_from(["7", "8", "9", "0009", " 8", "x", "²", 7]) | st.none(),
+    schema=st.sampled_from(sorted(_SCHEMAS)),
+    before=_IMAGES,
+    after=_IMAGES,
+    event_time=st.sampled_from([1, None, "1", 2**63, True]),
+)
+
+
+@st.composite
+def _update(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """An update as the producer writes it: UPDATE_BEFOR, then its UPDATE_AFTER (or a record
+    that is not its AFTER: another sequenceId, table or op)."""
+    seq = draw(st.sampled_from(["7", "8", "9"]))
+    schema = draw(st.sampled_from(["t", "t", "u", "t2", "dotted"]))
+    after_schema = draw(st.sampled_from([schema, schema, "t2", "u"]))
+    after_seq = draw(st.sampled_from([seq, seq, "6"]))
+    after_op = draw(st.sampled_from(["UPDATE_AFTER", "UPDATE_AFTER", "INSERT", "UPDATE_BEFOR"]))
+    before, after = draw(_IMAGES.filter(bool)), draw(_IMAGES.filter(bool))
+    return [
+        _message("UPDATE_BEFOR", seq, schema, before, None, 1),
+        _message(after_op, after_seq, after_schema, draw(_IMAGES), after, 1),
+    ]
+
+
+def _text(msg: dict[str, Any]) -> bytes:
+    return json.dumps(msg).encode()
+
+
+_RECORD = (
+    _MESSAGE.map(lambda m: [_text(m)])
+    | _update().map(lambda pair: [_text(m) for m in pair])
+    | st.sampled_from([b"", b"  ", b"{", b"[]", b'{"payload": 1}', b"null"]).map(lambda v: [v])
+)
+_STREAM = st.lists(
+    st.tuples(_RECORD, st.integers(0, 1), st.booleans()), max_size=30
+)  # (values, partition, carried)
+
+
+def _records(stream_: list[tuple[list[bytes], int, bool]]) -> list[RawRecord]:
+    """The stream's records in offset order per partition; `carried`: its first record came
+    from the hour before."""
+    recs: list[RawRecord] = []
+    offsets = Counter[int]()
+    for values, partition, carried in stream_:
+        for i, value in enumerate(values):
+            offset = offsets[partition]
+            offsets[partition] += 1
+            rec = RawRecord("t", partition, offset, None, value, 0, carried=carried and i == 0)
+            recs.append(rec)
+    return sorted(recs, key=lambda r: (r.partition, r.offset))
+
+
+def _rows(recs: list[RawRecord], lanes: bool) -> Counter[str]:
+    copies = [RawRecord(**{f: getattr(r, f) for f in r.__dataclass_fields__}) for r in recs]
+    out = decode_raw(iter(copies), "dataworks_json", DecodeContext(), shapes=True, lanes=lanes)
+    return Counter(repr(sorted(row.items())) for batch in out for row in batch.to_pylist())
+
+
+_PAIR = [
+    _text(_message("UPDATE_BEFOR", "9", "t", {"id": 1, "v": "a"}, None, 1)),
+    _text(_message("UPDATE_AFTER", "9", "t", None, {"id": 1, "v": "b"}, 1)),
+]
+_AFTERS = [  # UPDATE_AFTERs the lane leaves to the decoder after `_PAIR`'s BEFOR
+    _text(_message("UPDATE_AFTER", "8", "t", None, {"id": 1, "v": "b"}, 1)),  # another update's
+    _text(_message("UPDATE_AFTER", "9", "t2", None, {"id": 1, "w": "b"}, 1)),  # other types
+]
+_ALONE = [
+    _text(_message("UPDATE_AFTER", "9", "t", None, {"id": 1, "v": "b"}, 1)),  # unpaired
+    _text(_message("INSERT", "9", "t", None, {"id": 1, "x": "b"}, 1)),  # undeclared column
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(stream_=_STREAM, flush=st.sampled_from([2, 3, 20_000]))
+@example(stream_=[(_PAIR, 0, False)], flush=20_000)
+@example(stream_=[(_PAIR[:1], 0, False), (_PAIR, 0, False)], flush=20_000)
+@example(stream_=[(_PAIR, 0, False), (_PAIR[:1], 1, False), (_PAIR[1:], 1, False)], flush=2)
+@example(stream_=[([_PAIR[0], _AFTERS[0]], 0, False)], flush=20_000)
+@example(stream_=[([_PAIR[0], _AFTERS[1]], 0, False)], flush=20_000)
+@example(stream_=[(_ALONE, 0, False)], flush=20_000)
+def test_the_lane_decodes_what_the_decoder_decodes(
+    stream_: list[tuple[list[bytes], int, bool]], flush: int
+) -> None:
+    """Every output row, the lane on or off, in any stream: row changes of every op, updates
+    joined or not, unpaired and repeated halves, other tables and schemas of one table,
+    undeclared columns, values of every JSON type, control records and damage, carried records,
+    two partitions, and flushes between records (`flush`: the rows per output batch)."""
+    recs = _records(stream_)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stream, "_FLUSH_ROWS", flush)
+        assert _rows(recs, lanes=True) == _rows(recs, lanes=False)
+
+
+def test_the_lane_takes_the_common_records() -> None:
+    """Inserts, deletes and an update's two records go by the lane: none reaches the decoder's
+    `handle` (counted by a decoder class that counts its calls)."""
+    handled: list[int] = []
+
+    class Counting(DataworksJsonDecoder):
+        def handle(self, rec: RawRecord, msg: dict[str, Any]) -> None:
+            handled.append(rec.offset)
+            super().handle(rec, msg)
+
+    values = [
+        _text(_message("INSERT", "7", "t", None, {"id": 1, "v": "a", "d": 1}, 1)),
+        *_PAIR,
+        _text(_message("DELETE", "10", "t", {"id": 1, "v": "b"}, None, 1)),
+        _text(_message("MHEARTBEAT", None, "t", None, None, 1)),
+    ]
+    driver = _StreamDriver("dataworks_json", DecodeContext())
+    driver.cls = Counting
+    for offset, value in enumerate(values):
+        driver.feed(RawRecord("t", 0, offset, None, value, 0))
+    driver.finish()
+    assert handled == [4]  # the heartbeat: the decoder's
+    assert driver.lane_rows.ops == ["insert", "update", "delete"]
+    assert Counting.lane is DataworksLane
+    stats = {stat: n for (_, _, stat), n in driver.sink.stats.items()}
+    assert stats["update_pairs_joined"] == 1 and stats["records_consumed"] == 5
