@@ -17,6 +17,7 @@ from recon.decode import stream
 from recon.decode.base import DecodeContext
 from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
 from recon.decode.stream import _StreamDriver, decode_raw
+from recon.decode.summary import shape_texts
 
 _COLUMNS = [{"name": "id", "type": "LONG"}, {"name": "v", "type": "STRING"}]
 _SCHEMAS = {
@@ -120,9 +121,17 @@ def _records(stream_: list[tuple[list[bytes], int, bool]]) -> list[RawRecord]:
 
 
 def _rows(recs: list[RawRecord], lanes: bool) -> Counter[str]:
+    """The output's rows; a shape as the decode's summary reads it (any event of the shape
+    stands for it: which one differs with the lane)."""
     copies = [RawRecord(**{f: getattr(r, f) for f in r.__dataclass_fields__}) for r in recs]
     out = decode_raw(iter(copies), "dataworks_json", DecodeContext(), shapes=True, lanes=lanes)
-    return Counter(repr(sorted(row.items())) for batch in out for row in batch.to_pylist())
+    rows = [row for batch in out for row in batch.to_pylist()]
+    return Counter(
+        repr(("shape", r["db"], r["tbl"], r["op"], shape_texts(r), r["n"]))
+        if r["kind"] == "shape"
+        else repr(sorted(r.items()))
+        for r in rows
+    )
 
 
 _PAIR = [
@@ -132,6 +141,9 @@ _PAIR = [
 _AFTERS = [  # UPDATE_AFTERs the lane leaves to the decoder after `_PAIR`'s BEFOR
     _text(_message("UPDATE_AFTER", "8", "t", None, {"id": 1, "v": "b"}, 1)),  # another update's
     _text(_message("UPDATE_AFTER", "9", "t2", None, {"id": 1, "w": "b"}, 1)),  # other types
+]
+_INSERTS = [
+    _text(_message("INSERT", str(seq), "t", None, {"id": seq, "v": "a"}, 1)) for seq in (7, 8)
 ]
 _ALONE = [
     _text(_message("UPDATE_AFTER", "9", "t", None, {"id": 1, "v": "b"}, 1)),  # unpaired
@@ -147,6 +159,7 @@ _ALONE = [
 @example(stream_=[([_PAIR[0], _AFTERS[0]], 0, False)], flush=20_000)
 @example(stream_=[([_PAIR[0], _AFTERS[1]], 0, False)], flush=20_000)
 @example(stream_=[(_ALONE, 0, False)], flush=20_000)
+@example(stream_=[(_INSERTS, 0, True)], flush=20_000)  # a shape's events by both paths
 def test_the_lane_decodes_what_the_decoder_decodes(
     stream_: list[tuple[list[bytes], int, bool]], flush: int
 ) -> None:
