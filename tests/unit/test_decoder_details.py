@@ -347,6 +347,15 @@ def test_debezium_table_from_topic_when_source_names_none() -> None:
     assert (r["events"][0]["db"], r["events"][0]["tbl"]) == ("shop", "t")
 
 
+def test_debezium_source_names_that_are_not_strings_quarantine_their_record() -> None:
+    """A `source.db` or `source.table` that is not a string is damage: its record is
+    quarantined (before, the event's Arrow column failed the decode task's whole batch)."""
+    for source in ({"db": 5, "table": "t"}, {"db": "s", "table": ["t"]}):
+        msg = json.dumps({"op": "c", "after": {"id": 1}, "source": source}).encode()
+        r = _run([msg], "debezium_json")
+        assert not r["events"] and "is not a string" in r["quarantine"][0]["reason"]
+
+
 # -- DataWorks --------------------------------------------------------------------------------
 def _dw(op: str, seq: str | None, before: dict | None = None, after: dict | None = None) -> bytes:
     return json.dumps(

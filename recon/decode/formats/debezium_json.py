@@ -203,7 +203,7 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
             raise DecodeError("no `op` field: not a change event")
         op_code = payload["op"]
         source = payload.get("source") or {}
-        db, tbl = source.get("db"), source.get("table")
+        db, tbl = _text_or_none(source, "db"), _text_or_none(source, "table")
         if not db or not tbl:
             db, tbl = self._from_topic(rec.topic, db, tbl)
         if op_code == "t":
@@ -290,6 +290,15 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         if isinstance(key, dict) and "payload" in key and "schema" in key:
             key = key["payload"]
         return _shared_key(key if isinstance(key, dict) else ())
+
+
+def _text_or_none(source: dict[str, Any], name: str) -> str | None:
+    """`source[name]`, a string or absent (DecodeError otherwise: the Arrow column would fail
+    the decode task's batch)."""
+    value = source.get(name)
+    if value is None or type(value) is str:
+        return value
+    raise DecodeError(f"source.{name} {value!r} is not a string")
 
 
 def _shared_key(columns: Iterable[str]) -> list[str]:
