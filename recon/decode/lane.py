@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from recon.decode.base import StreamDecoder
 
 
+Image = tuple[tuple[str, ...], list[str | None]]
+"""A row's image as a lane reads it: (its column names, their values as text)."""
+
+
 class LaneImage:
     """One image column (`before` or `after`) of the lane's rows, flat: every row's column
     names and values in a row, and each row's count of them (-1: no image)."""
@@ -32,7 +36,7 @@ class LaneImage:
         self.values: list[str | None] = []
         self.lengths: list[int] = []
 
-    def add(self, image: tuple[tuple[str, ...], list[str | None]] | None) -> None:
+    def add(self, image: Image | None) -> None:
         """A row's image: (its column names, their values), or None."""
         if image is None:
             self.lengths.append(-1)
@@ -48,10 +52,11 @@ class LaneImage:
 
 
 LANE_COLUMNS = (
-    "db", "tbl", "pk", "types", "order_key", "seq", "event_time_ms", "topic", "partition", "offset",
+    "db", "tbl", "pk", "types", "order_key", "gtid", "binlog_file", "binlog_pos", "seq",
+    "event_index", "txn_id", "event_time_ms", "defaults", "topic", "partition", "offset",
 )  # fmt: skip
-"""The event columns of a lane's row, in its tuple's order; a lane fills `op`, `before` and
-`after` besides, and leaves the others as an `Event` has them by default."""
+"""The event columns of a lane's row, in its tuple's order: an `Event`'s fields but `op`,
+`before` and `after` (a lane fills those besides) and `ddl` (a lane takes no DDL)."""
 
 
 class LaneRows:
@@ -97,6 +102,23 @@ class Lane:
         the record `release` gives back)."""
         raise NotImplementedError
 
+    def emit(self, op: Op, row: tuple[Any, ...], before: Image | None, after: Image | None) -> None:
+        """A row change: its op, its row (`LANE_COLUMNS`), its images; counted by its shape
+        (`recon.decode.stream._shape_batch`'s first key)."""
+        rows = self.rows
+        rows.ops.append(op)
+        rows.rows.append(row)
+        rows.before.add(before)
+        rows.after.add(after)
+        shown = after if after is not None else before
+        assert shown is not None
+        key = (row[0], row[1], op, None, None, shown[0], id(row[3]), id(row[2]), id(row[12]))
+        counted = rows.shapes.get(key)
+        if counted is None:
+            rows.shapes[key] = [event_of(op, row, _image_dict(before), _image_dict(after)), 1]
+        else:
+            counted[1] += 1
+
     def release(self) -> RawRecord | None:
         """The record the lane holds, if any, given back to be fed to the decoder before any
         other (the decoder takes over from there)."""
@@ -109,3 +131,7 @@ class Lane:
 def event_of(op: Op, row: tuple[Any, ...], before: Any, after: Any) -> Event:
     """The `Event` of a lane's row (e.g. to show its shape)."""
     return Event(op=op, before=before, after=after, **dict(zip(LANE_COLUMNS, row, strict=True)))
+
+
+def _image_dict(image: Image | None) -> dict[str, str | None] | None:
+    return None if image is None else dict(zip(image[0], image[1], strict=True))

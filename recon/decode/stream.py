@@ -9,7 +9,6 @@ counters. No record is dropped without a counter or a quarantine row.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import operator
 from collections import deque
@@ -52,7 +51,6 @@ _IMAGES = frozenset(("before", "after"))
 """The map columns whose objects are an event's own (its images): built flat, without looking
 for objects that events share (`_nested_array`: a dict of every row's object, for nothing)."""
 _VALUES = operator.methodcaller("values")
-_EVENT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Event)}
 _EVENT_GETTERS = tuple((n, operator.attrgetter(n)) for n in _EVENT_NAMES)
 
 
@@ -94,8 +92,6 @@ def _lane_batch(rows: LaneRows) -> pa.RecordBatch:
             values = columns[f.name]
             nested = pa.types.is_map(f.type) or pa.types.is_list(f.type)
             arrays.append(_nested_array(values, f.type) if nested else pa.array(values, f.type))
-        elif _EVENT_DEFAULTS.get(f.name) is not None:  # an event's field the lanes leave as is
-            arrays.append(pa.repeat(pa.scalar(_EVENT_DEFAULTS[f.name], f.type), n))
         else:
             arrays.append(pa.nulls(n, f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)

@@ -19,7 +19,7 @@ from recon.core.model import Event, Op, RawRecord, i64
 from recon.core.order import decimal_text_number, kafka_tail, u128
 from recon.core.values import number_text, timestamp_utc
 from recon.decode.base import DecodeContext, JsonStreamDecoder, PerObject, SharedMemberJson, Sink
-from recon.decode.lane import Lane, LaneRows, event_of
+from recon.decode.lane import Image, Lane, LaneRows
 from recon.decode.stats import Stat, non_dml
 from recon.errors import DecodeError
 
@@ -366,14 +366,14 @@ class DataworksLane(Lane):
             self.held = None
             self.joined += 1
             self.stream = (rec.topic, rec.partition)
-            self._emit("update", row, held_before if before is None else before, after)
+            self.emit("update", row, held_before if before is None else before, after)
             return 2
         if op == "UPDATE_BEFOR":
             self.held = (rec, got)
             return 0
         if op == "UPDATE_AFTER" and before is None:  # unpaired: the decoder counts it
             return None
-        self._emit(_KIND[op], row, before, after)
+        self.emit(_KIND[op], row, before, after)
         return 1
 
     def read(self, rec: RawRecord) -> _Read | None:
@@ -405,10 +405,10 @@ class DataworksLane(Lane):
         event_time = ts.get("eventTime") if isinstance(ts, dict) else None
         flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
         partition, offset = rec.partition, rec.offset
-        row = (
+        row = (  # `LANE_COLUMNS`
             table.db, table.tbl, table.pk, table.types,
-            u128(seq) + flag + kafka_tail(partition, offset), str(seq_text),
-            i64(event_time, "eventTime") if type(event_time) is int else None,
+            u128(seq) + flag + kafka_tail(partition, offset), None, None, None, str(seq_text), 0,
+            None, i64(event_time, "eventTime") if type(event_time) is int else None, None,
             rec.topic, partition, offset,
         )  # fmt: skip
         before = table.image(payload.get("before"), "before")
@@ -416,20 +416,6 @@ class DataworksLane(Lane):
         if (before if _NEEDS[op] == "before" else after) is None:
             return None
         return op, row, f"{table.pairs}{seq_text}" if op in _PAIRED else "", before, after
-
-    def _emit(self, op: Op, row: tuple[Any, ...], before: Any, after: Any) -> None:
-        rows = self.rows
-        rows.ops.append(op)
-        rows.rows.append(row)
-        rows.before.add(before)
-        rows.after.add(after)
-        shown = after if after is not None else before
-        key = (row[0], row[1], op, None, None, shown[0], id(row[3]), id(row[2]), _NONE_ID)
-        counted = rows.shapes.get(key)
-        if counted is None:
-            rows.shapes[key] = [event_of(op, row, _image_dict(before), _image_dict(after)), 1]
-        else:
-            counted[1] += 1
 
     def release(self) -> RawRecord | None:
         held, self.held = self.held, None
@@ -444,7 +430,6 @@ class DataworksLane(Lane):
 
 DataworksJsonDecoder.lane = DataworksLane
 _KIND: dict[str, Op] = {"INSERT": "insert", "DELETE": "delete", "UPDATE_AFTER": "update"}
-_NONE_ID = id(None)
 
 
 class _LaneTable:
@@ -459,7 +444,7 @@ class _LaneTable:
         self.numbers = frozenset(c for c, t in self.types.items() if t != "timestamp")
         """The columns whose integer values are their decimal text (`_value`)."""
 
-    def image(self, part: Any, which: str) -> tuple[tuple[str, ...], list[Any]] | None:
+    def image(self, part: Any, which: str) -> Image | None:
         """An image as (column names, values as text), as `_typed` gives it; an error (the
         lane refuses the record) for a column the schema does not declare."""
         cols = _image_columns(part, which)
@@ -475,7 +460,3 @@ class _LaneTable:
             for c, v in cols.items()
         ]  # fmt: skip
         return tuple(cols), values
-
-
-def _image_dict(image: tuple[tuple[str, ...], list[Any]] | None) -> dict[str, Any] | None:
-    return None if image is None else dict(zip(image[0], image[1], strict=True))

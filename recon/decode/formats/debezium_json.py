@@ -32,6 +32,8 @@ from recon.core.values import (
     time_from_us,
 )
 from recon.decode.base import JsonStreamDecoder, PerObject, SharedMemberJson
+from recon.decode.lane import Image as LaneImage
+from recon.decode.lane import Lane, LaneRows
 from recon.decode.stats import Stat
 from recon.errors import DecodeError
 
@@ -232,24 +234,10 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
 
     def _emit(self, rec: RawRecord, ev: Event, source: dict, payload: dict) -> None:
         """Fill in the source position and the raw record coordinates, then emit."""
-        file, pos = source.get("file") or None, source.get("pos")
-        row = int(source.get("row") or 0)
-        gtid = source.get("gtid") or None
-        if file:
-            ok = binlog_key(file, int(pos or 0), row, rec.partition, rec.offset)
-        else:
-            ok = u64(0) + u64(gtid_number(gtid)) + u32(row) + kafka_tail(rec.partition, rec.offset)
-        ts = source.get("ts_ms")
-        if ts is None and source.get("ts_sec") is not None:
-            ts = int(source["ts_sec"]) * 1000
-        tx = payload.get("transaction") or {}
-        ev.order_key = ok
-        ev.gtid = gtid
-        ev.binlog_file = file
-        ev.binlog_pos = i64(int(pos), "source.pos") if pos is not None else None
-        ev.event_index = i64(row, "source.row")
-        ev.txn_id = tx.get("id") if isinstance(tx, dict) else None
-        ev.event_time_ms = i64(int(ts), "source.ts_ms") if ts else None
+        (
+            ev.order_key, ev.gtid, ev.binlog_file, ev.binlog_pos, ev.event_index, ev.txn_id,
+            ev.event_time_ms,
+        ) = _position(rec, source, payload)  # fmt: skip
         ev.topic, ev.partition, ev.offset = rec.topic, rec.partition, rec.offset
         self.sink.events.append(ev)
 
@@ -299,6 +287,31 @@ def _text_or_none(source: dict[str, Any], name: str) -> str | None:
     if value is None or type(value) is str:
         return value
     raise DecodeError(f"source.{name} {value!r} is not a string")
+
+
+def _position(rec: RawRecord, source: dict, payload: dict) -> tuple[Any, ...]:
+    """An event's (order key, gtid, binlog file, binlog position, row, transaction id, source
+    time) from its message's `source` and `payload`."""
+    file, pos = source.get("file") or None, source.get("pos")
+    row = int(source.get("row") or 0)
+    gtid = source.get("gtid") or None
+    if file:
+        ok = binlog_key(file, int(pos or 0), row, rec.partition, rec.offset)
+    else:
+        ok = u64(0) + u64(gtid_number(gtid)) + u32(row) + kafka_tail(rec.partition, rec.offset)
+    ts = source.get("ts_ms")
+    if ts is None and source.get("ts_sec") is not None:
+        ts = int(source["ts_sec"]) * 1000
+    tx = payload.get("transaction") or {}
+    return (
+        ok,
+        gtid,
+        file,
+        i64(int(pos), "source.pos") if pos is not None else None,
+        i64(row, "source.row"),
+        tx.get("id") if isinstance(tx, dict) else None,
+        i64(int(ts), "source.ts_ms") if ts else None,
+    )
 
 
 def _shared_key(columns: Iterable[str]) -> list[str]:
@@ -510,3 +523,107 @@ _TEMPORAL_LOGICAL = frozenset({"date", "datetime", "timestamp"})
 
 def _epoch_zero(value: str) -> bool:
     return value.startswith("1970-01-01") and not any(ch in "123456789" for ch in value[10:])
+
+
+class DebeziumLane(Lane):
+    """The Debezium decoder's fast lane (`recon.decode.lane`): a create, read, update or
+    delete in the JSON converter's envelope (`schema` and `payload`) whose `source` names its
+    table, whose schema's before and after hold the same columns, and whose images hold
+    every one of them (a MySQL connector's full row image). Everything else goes to the
+    decoder: tombstones, DDL, transaction markers, truncates, damage, messages without a
+    schema or with partial images."""
+
+    dec: DebeziumJsonDecoder
+
+    def __init__(self, dec: DebeziumJsonDecoder, rows: LaneRows) -> None:
+        super().__init__(dec, rows)
+        self.parse = dec.parse
+        self.schema: Any = None
+        self.table: _LaneSchema | None = None
+        """What the lane knows of `schema` (the last message's)."""
+
+    def take(self, rec: RawRecord) -> int | None:
+        if rec.carried:
+            return None
+        try:
+            got = self.read(rec)
+        except Exception:  # noqa: BLE001 - refused: the decoder says what is wrong with it
+            return None
+        if got is None:
+            return None
+        self.emit(*got)
+        return 1
+
+    def read(
+        self, rec: RawRecord
+    ) -> tuple[Op, tuple[Any, ...], LaneImage | None, LaneImage | None] | None:
+        """The record's (op, row, before, after), read as `DebeziumJsonDecoder.handle` reads
+        it; None (or an error) when it is not one the lane takes."""
+        value = rec.value
+        if not value or value[:1] in _NULL_OPENINGS:
+            return None
+        msg = self.parse(value)
+        if type(msg) is not dict or len(msg) != 2:
+            return None
+        schema, payload = msg.get("schema"), msg.get("payload")
+        if type(payload) is not dict or type(schema) is not dict:
+            return None
+        op_code, source = payload.get("op"), payload.get("source") or {}
+        if op_code not in _LANE_OPS or type(source) is not dict:
+            return None
+        db, tbl = source.get("db"), source.get("table")
+        if type(db) is not str or type(tbl) is not str or not db or not tbl:
+            return None
+        op = _op(op_code, source.get("snapshot"))
+        if schema is not self.schema:  # most messages share their table's schema object
+            self.table = _LaneSchema(schema)
+            self.schema = schema
+        table = self.table
+        if table is None or table.types is None:
+            return None
+        before = table.image(payload.get("before"), "before")
+        after = table.image(payload.get("after"), "after")
+        if (before if op == "delete" else after) is None:
+            return None
+        pk = self.dec._key_columns(rec, db, tbl)
+        ok, gtid, file, pos, row, txn, ts = _position(rec, source, payload)
+        lane_row = (  # `LANE_COLUMNS`
+            db, tbl, pk, table.types, ok, gtid, file, pos, None, row, txn, ts, table.defaults,
+            rec.topic, rec.partition, rec.offset,
+        )  # fmt: skip
+        return op, lane_row, before, after
+
+
+DebeziumJsonDecoder.lane = DebeziumLane
+_LANE_OPS = frozenset(("c", "u", "d", "r"))
+
+
+class _LaneSchema:
+    """What the lane reads from a message's `schema`, once per object: the column types and
+    defaults the decoder gives an event whose images hold every column (`_images`), when the
+    schema's before and after hold the same columns (`types` None otherwise: the lane leaves
+    its messages to the decoder)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        fields, self.parts = _schema_fields(schema)
+        before, after = self.parts.get("before"), self.parts.get("after")
+        self.types: dict[str, str] | None = None
+        self.defaults: dict[str, str] | None = None
+        if fields.get("after") and before is not None and after is not None:
+            if before.types == after.types:
+                self.types = after.types
+                if after.defaults:
+                    self.defaults = _defaults(fields["after"], after.types) or None
+
+    def image(self, img: Any, which: str) -> LaneImage | None:
+        """An image as (column names, values as text), as `_image` gives it; an error (the
+        lane refuses the message) unless it holds every column of its part of the schema."""
+        if img is None:
+            return None
+        part = self.parts[which]
+        if type(img) is not dict or img.keys() != part.types.keys():
+            raise DecodeError("not a full row image")
+        convs, plain = part.convs, part.plain
+        return tuple(img), [
+            v if type(v) is str and c in plain else convs[c](v) for c, v in img.items()
+        ]
