@@ -21,6 +21,7 @@ from recon.core.order import binlog_file_number, binlog_key, kafka_tail, u32, u6
 from recon.core.sqlddl import split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
+from recon.decode.lane import Image, Lane, LaneRows
 from recon.decode.stats import Stat
 from recon.errors import DecodeError
 
@@ -178,6 +179,65 @@ def _columns(raw: tuple[bytes, ...]) -> _Columns:
     return _Columns(names, logical, pk, dict(zip(names, logical, strict=True)))
 
 
+def _entry_kind(h: pb.Header, ev: pb.Event) -> str:
+    """What an entry is: `begin`, `commit`, `dml`, `ddl`, or the counter of a control entry."""
+    if ev.HasField("beginEvent") or (h.messageType == pb.BEGIN and not ev.ListFields()):
+        return "begin"
+    if ev.HasField("commitEvent") or h.messageType == pb.COMMIT:
+        return "commit"
+    if ev.HasField("dmlEvent"):
+        return "dml"
+    if ev.HasField("ddlEvent"):
+        return "ddl"
+    if ev.HasField("heartbeatEvent") or h.messageType == pb.HEARTBEAT:
+        return Stat.HEARTBEATS
+    if ev.HasField("checkpointEvent") or h.messageType == pb.CHECKPOINT:
+        return Stat.CHECKPOINTS
+    if ev.HasField("rollbackEvent") or h.messageType == pb.ROLLBACK:
+        return Stat.ROLLBACKS
+    raise DecodeError(f"entry with messageType {h.messageType} and no event body")
+
+
+class _DmlCommon:
+    """What every row of a `DMLEvent` shares: its table, op, key, position and column list."""
+
+    def __init__(self, ctx: DecodeContext, rec: RawRecord, h: pb.Header, dml: pb.DMLEvent) -> None:
+        op = _OPS.get(dml.dmlEventType)
+        if op is None:
+            raise DecodeError(f"unknown dmlEventType {dml.dmlEventType}")
+        self.op: Op = op
+        spec = self.spec = _columns(tuple(dml.columns))
+        self.db, self.tbl = h.schemaName, h.tableName
+        self.key = f"{self.db}.{self.tbl}"
+        self.pk = spec.pk or list(ctx.primary_keys.get(self.key, []))
+        # its rows' order keys: the head and the Kafka tail around each row's index
+        seq_id, file, self.pos = h.seqId, h.fileName, i64(h.position, "header position")
+        self.head = u64(seq_id) + u64(binlog_file_number(file)) + u64(self.pos or 0)
+        self.tail = kafka_tail(rec.partition, rec.offset)
+        self.file = file or None
+        self.gtid, self.seq, self.time_ms = h.gtid or None, str(seq_id), h.timestamp * 1000
+        self.has_before, self.has_after = op in ("update", "delete"), op in ("update", "insert")
+
+    def images(self, row: Any) -> tuple[Any, Any, dict[str, str]]:
+        """A row's (before, after, column types)."""
+        names, logical, key = self.spec.names, self.spec.logical, self.key
+        before = after = None
+        declared = True
+        if self.has_before:
+            before, declared = _image(row.oldColumns, names, logical, key)
+        if self.has_after:
+            after, whole = _image(row.newColumns, names, logical, key)
+            declared = declared and whole
+        if declared:
+            return before, after, self.spec.types
+        types: dict[str, str] = {}  # a column left out or of an undeclared type: the row's own
+        if self.has_before:
+            _fill_types(row.oldColumns, names, logical, types)
+        if self.has_after:
+            _fill_types(row.newColumns, names, logical, types)
+        return before, after, types
+
+
 class TencentDtsPbDecoder(StreamDecoder):
     format_name = "tencent_dts_pb"
 
@@ -286,71 +346,40 @@ class TencentDtsPbDecoder(StreamDecoder):
                     self.sink.count(first, Stat.SEQ_GAPS)
                     self.sink.count(first, Stat.SEQ_MISSING, h.seqId - self.last_seq - 1)
                 self.last_seq = max(self.last_seq, h.seqId)
-            if ev.HasField("beginEvent") or (h.messageType == pb.BEGIN and not ev.ListFields()):
+            kind = _entry_kind(h, ev)
+            if kind == "begin":
                 out.append(("begin", ev.beginEvent.transactionId or h.gtid or None))
-            elif ev.HasField("commitEvent") or h.messageType == pb.COMMIT:
+            elif kind == "commit":
                 out.append(("commit", ev.commitEvent.transactionId or h.gtid or None))
-            elif ev.HasField("dmlEvent"):
+            elif kind == "dml":
                 out.extend(("event", e) for e in self._dml(first, h, ev.dmlEvent))
-            elif ev.HasField("ddlEvent"):
+            elif kind == "ddl":
                 out.append(("event", self._ddl(first, h, ev.ddlEvent)))
-            elif ev.HasField("heartbeatEvent") or h.messageType == pb.HEARTBEAT:
-                out.append(("control", Stat.HEARTBEATS))
-            elif ev.HasField("checkpointEvent") or h.messageType == pb.CHECKPOINT:
-                out.append(("control", Stat.CHECKPOINTS))
-            elif ev.HasField("rollbackEvent") or h.messageType == pb.ROLLBACK:
-                out.append(("control", Stat.ROLLBACKS))
             else:
-                raise DecodeError(f"entry with messageType {h.messageType} and no event body")
+                out.append(("control", kind))
         return out
 
     def _dml(self, rec: RawRecord, h: pb.Header, dml: pb.DMLEvent) -> list[Event]:
-        op = _OPS.get(dml.dmlEventType)
-        if op is None:
-            raise DecodeError(f"unknown dmlEventType {dml.dmlEventType}")
-        spec = _columns(tuple(dml.columns))
-        names, logical = spec.names, spec.logical
-        db, tbl = h.schemaName, h.tableName
-        key = f"{db}.{tbl}"
-        pk = spec.pk or list(self.ctx.primary_keys.get(key, []))
-        # what every row of the event shares: its order key's head and Kafka tail
-        seq_id, file, pos = h.seqId, h.fileName, i64(h.position, "header position")
-        head = u64(seq_id) + u64(binlog_file_number(file)) + u64(pos or 0)
-        tail = kafka_tail(rec.partition, rec.offset)
-        gtid, seq, time_ms = h.gtid or None, str(seq_id), h.timestamp * 1000
-        has_before, has_after = op in ("update", "delete"), op in ("update", "insert")
+        c = _DmlCommon(self.ctx, rec, h, dml)
         out = []
         for row_i, row in enumerate(dml.rows):
-            before = after = None
-            declared = True
-            if has_before:
-                before, declared = _image(row.oldColumns, names, logical, key)
-            if has_after:
-                after, whole = _image(row.newColumns, names, logical, key)
-                declared = declared and whole
-            types = spec.types
-            if not declared:  # a column left out or of an undeclared type: the row's own
-                types = {}
-                if has_before:
-                    _fill_types(row.oldColumns, names, logical, types)
-                if has_after:
-                    _fill_types(row.newColumns, names, logical, types)
+            before, after, types = c.images(row)
             out.append(
                 Event(
-                    db=db,
-                    tbl=tbl,
-                    op=op,
-                    pk=pk,
+                    db=c.db,
+                    tbl=c.tbl,
+                    op=c.op,
+                    pk=c.pk,
                     before=before,
                     after=after,
                     types=types,
-                    order_key=head + u32(row_i) + tail,  # = binlog_key after the seqId
-                    gtid=gtid,
-                    binlog_file=file or None,
-                    binlog_pos=pos,
-                    seq=seq,
+                    order_key=c.head + u32(row_i) + c.tail,  # = binlog_key after the seqId
+                    gtid=c.gtid,
+                    binlog_file=c.file,
+                    binlog_pos=c.pos,
+                    seq=c.seq,
                     event_index=row_i,
-                    event_time_ms=time_ms,
+                    event_time_ms=c.time_ms,
                     topic=rec.topic,
                     partition=rec.partition,
                     offset=rec.offset,
@@ -394,3 +423,100 @@ class TencentDtsPbDecoder(StreamDecoder):
                 r.skip = 0
             carry.extend(self.segments)
         return carry
+
+
+class TencentLane(Lane):
+    """The Tencent decoder's fast lane (`recon.decode.lane`): an Envelope of one segment whose
+    Entries are one whole transaction of row changes (BEGIN, DML entries, COMMIT: most messages
+    of a transactional producer), while the decoder holds no segment and no open transaction,
+    its entries numbered on from the last without a gap. Everything else goes to the decoder:
+    segments, DDL, control entries, transactions across messages, gaps, damage."""
+
+    dec: TencentDtsPbDecoder
+
+    def __init__(self, dec: TencentDtsPbDecoder, rows: LaneRows) -> None:
+        super().__init__(dec, rows)
+        self.committed = 0
+        self.stream: tuple[str, int] | None = None
+
+    def take(self, rec: RawRecord) -> int | None:
+        dec = self.dec
+        if rec.carried or rec.value is None or dec.segments or dec.txn.open:
+            return None
+        try:
+            got = self.read(rec)
+        except Exception:  # noqa: BLE001 - refused: the decoder says what is wrong with it
+            return None
+        if got is None:
+            return None
+        last_seq, changes = got
+        dec.last_seq = last_seq
+        dec.txn._group = [rec]  # as `TxnAssembler._whole_transaction` leaves it
+        dec.txn._group_pending = False
+        for change in changes:
+            self.emit(*change)
+        self.committed += 1
+        self.stream = (rec.topic, rec.partition)
+        return 1
+
+    def read(self, rec: RawRecord) -> tuple[int, list[tuple[Any, ...]]] | None:
+        """(the last seqId, the row changes (op, row, before, after)) of a record the lane
+        takes, read as the decoder reads it; None (or an error) for any other."""
+        env = pb.Envelope()
+        env.ParseFromString(rec.value)
+        if env.version != 1 or (env.total or 1) != 1 or env.index != 0:
+            return None
+        entries = _Entries()
+        entries.ParseFromString(env.data)
+        items = entries.items
+        if len(items) < 3:
+            return None
+        last_seq = self.dec.last_seq
+        changes: list[tuple[Any, ...]] = []
+        begun = committed = None
+        for i, entry in enumerate(items):
+            h, ev = entry.header, entry.event
+            if h.seqId:
+                if last_seq and h.seqId > last_seq + 1:  # a gap: the decoder counts it
+                    return None
+                last_seq = max(last_seq, h.seqId)
+            kind = _entry_kind(h, ev)
+            if i == 0 and kind == "begin":
+                begun = ev.beginEvent.transactionId or h.gtid or None
+            elif i == len(items) - 1 and kind == "commit":
+                committed = ev.commitEvent.transactionId or h.gtid or None
+            elif 0 < i < len(items) - 1 and kind == "dml":
+                changes.extend(self._changes(rec, h, ev.dmlEvent))
+            else:
+                return None
+        txn_id = begun if begun or not committed else committed  # `_whole_transaction`'s
+        return last_seq, [(op, (*row[:10], txn_id, *row[11:]), b, a) for op, row, b, a in changes]
+
+    def _changes(self, rec: RawRecord, h: pb.Header, dml: pb.DMLEvent) -> list[tuple[Any, ...]]:
+        """A DML entry's rows as the lane's (op, row, before, after), as `_dml` reads them;
+        the transaction id is filled in by `read`."""
+        c = _DmlCommon(self.dec.ctx, rec, h, dml)
+        out = []
+        topic, partition, offset = rec.topic, rec.partition, rec.offset
+        for row_i, row in enumerate(dml.rows):
+            before, after, types = c.images(row)
+            lane_row = (  # `LANE_COLUMNS`
+                c.db, c.tbl, c.pk, types, c.head + u32(row_i) + c.tail, c.gtid, c.file, c.pos,
+                c.seq, row_i, None, c.time_ms, None, topic, partition, offset,
+            )  # fmt: skip
+            out.append((c.op, lane_row, _lane_image(before), _lane_image(after)))
+        return out
+
+    def close(self) -> None:
+        if self.committed and self.stream is not None:
+            topic, partition = self.stream
+            stats = self.dec.sink.stats
+            stats[(topic, partition, str(Stat.TRANSACTIONS_COMMITTED))] += self.committed
+        self.committed = 0
+
+
+TencentDtsPbDecoder.lane = TencentLane
+
+
+def _lane_image(image: dict[str, str | None] | None) -> Image | None:
+    return None if image is None else (tuple(image), list(image.values()))
