@@ -360,24 +360,27 @@ def test_the_debezium_lane_decodes_what_the_decoder_decodes(
 
 def test_the_debezium_lane_takes_full_row_changes() -> None:
     """A create, an update and a delete with full images in a schema's envelope go by the
-    lane; a tombstone and a message without a schema go to the decoder."""
+    lane, another table's message between them; a tombstone and a message without a schema go
+    to the decoder. What the lane reads of a schema it reads once: one table's rows share
+    their key, types and defaults."""
     full = {"id": 1, "amount": "AQI=", "at": 1772445600000, "v": "a"}
     source = {"db": "s", "table": "t", "file": "mysql-bin.000002", "pos": 4, "ts_ms": 1}
     values = [
-        _dbz(1, "c", source, None, full, None, False),
-        _dbz(1, "u", source, full, {**full, "v": "b"}, None, False),
-        _dbz(1, "d", source, {**full, "v": "b"}, None, None, False),
+        _dbz(1, "c", source, None, full),
+        _dbz(0, "c", {**source, "table": "u"}, None, {"id": 2, "v": "b"}),
+        _dbz(1, "u", source, full, {**full, "v": "b"}),
+        _dbz(1, "d", source, {**full, "v": "b"}, None),
         None,
-        _dbz(1, "c", source, None, full, None, True),
+        _dbz(1, "c", source, None, full, bare=True),
     ]
     driver = _StreamDriver("debezium_json", DecodeContext())
     for offset, value in enumerate(values):
         driver.feed(RawRecord("p.s.t", 0, offset, b'{"id": 1}', value, 0))
     driver.finish()
-    assert driver.lane_rows.ops == ["insert", "update", "delete"]
-    assert [e.offset for e in driver.sink.events] == [4]
-    rows = driver.lane_rows.rows  # one table; its key, types and defaults one object each
-    assert len({(r[0], r[1], id(r[2]), id(r[3]), id(r[12])) for r in rows}) == 1
+    assert driver.lane_rows.ops == ["insert", "insert", "update", "delete"]
+    assert [e.offset for e in driver.sink.events] == [5]
+    rows = [r for r in driver.lane_rows.rows if r[1] == "t"]
+    assert len({(id(r[2]), id(r[3]), id(r[12])) for r in rows}) == 1
     assert rows[0][2] == ["id"] and rows[0][12] == {"v": "x"}
     assert driver.lane_rows.after.values[:4] == ["1", "2.58", "2026-03-02 10:00:00", "a"]
 

@@ -344,7 +344,7 @@ class DataworksLane(Lane):
         self.stream: tuple[str, int] | None = None
         self.parse = dec.parse
         self.schema: Any = None
-        self.table: _LaneTable = _LaneTable(_NO_SCHEMA)
+        self.table: _LaneTable = _LANE_TABLE(_NO_SCHEMA)
         """What the lane knows of the table of `schema` (the last message's)."""
 
     def take(self, rec: RawRecord) -> int | None:
@@ -391,7 +391,7 @@ class DataworksLane(Lane):
             return None
         schema = msg.get("schema") or _NO_SCHEMA
         if schema is not self.schema:  # most messages share their table's schema object
-            self.table = _LaneTable(schema)
+            self.table = _LANE_TABLE(schema)
             self.schema = schema
         table = self.table
         seq_text = payload.get("sequenceId")
@@ -433,8 +433,9 @@ _KIND: dict[str, Op] = {"INSERT": "insert", "DELETE": "delete", "UPDATE_AFTER": 
 
 
 class _LaneTable:
-    """What the lane reads from a table's `schema` object, once per object (`_SOURCE`,
-    `_SCHEMA_COLUMNS`), and its images' values as text (`_typed`)."""
+    """What the lane reads from a table's `schema` object (`_SOURCE`, `_SCHEMA_COLUMNS`), and
+    its images' values as text (`_typed`); read once per object (`_LANE_TABLE`: a partition's
+    messages may take turns between tables)."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self.db, self.tbl = _SOURCE(schema)
@@ -460,3 +461,6 @@ class _LaneTable:
             for c, v in cols.items()
         ]  # fmt: skip
         return tuple(cols), values
+
+
+_LANE_TABLE = PerObject(_LaneTable)

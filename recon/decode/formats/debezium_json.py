@@ -576,7 +576,7 @@ class DebeziumLane(Lane):
             return None
         op = _op(op_code, source.get("snapshot"))
         if schema is not self.schema:  # most messages share their table's schema object
-            self.table = _LaneSchema(schema)
+            self.table = _LANE_SCHEMA(schema)
             self.schema = schema
         table = self.table
         if table is None or table.types is None:
@@ -599,10 +599,11 @@ _LANE_OPS = frozenset(("c", "u", "d", "r"))
 
 
 class _LaneSchema:
-    """What the lane reads from a message's `schema`, once per object: the column types and
-    defaults the decoder gives an event whose images hold every column (`_images`), when the
-    schema's before and after hold the same columns (`types` None otherwise: the lane leaves
-    its messages to the decoder)."""
+    """What the lane reads from a message's `schema`: the column types and defaults the decoder
+    gives an event whose images hold every column (`_images`), when the schema's before and
+    after hold the same columns (`types` None otherwise: the lane leaves its messages to the
+    decoder). Read once per object (`_LANE_SCHEMA`: a partition's messages may take turns
+    between tables), so a table's events share one defaults object, counted as one shape."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         fields, self.parts = _schema_fields(schema)
@@ -627,3 +628,6 @@ class _LaneSchema:
         return tuple(img), [
             v if type(v) is str and c in plain else convs[c](v) for c, v in img.items()
         ]
+
+
+_LANE_SCHEMA = PerObject(_LaneSchema)
