@@ -15,6 +15,7 @@ whichever records the lane took; only the order of the event rows differs.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from recon.core.model import Event, Op, RawRecord
@@ -89,11 +90,15 @@ class LaneRows:
 
 
 class Lane:
-    """The fast lane of one decoder (one stream): subclasses implement `take`."""
+    """The fast lane of one decoder (one stream): subclasses implement `take` (with `attempt`
+    and their `read`) and, when their decoder holds records, `idle`."""
 
     def __init__(self, dec: StreamDecoder, rows: LaneRows) -> None:
         self.dec = dec
         self.rows = rows
+        self.counts: Counter[str] = Counter()
+        """What the lane counted of the stream (`count`), added to the sink's at its end."""
+        self.stream: tuple[str, int] | None = None
 
     def take(self, rec: RawRecord) -> int | None:
         """Decode `rec` into the rows when the decoder would decode it to the same rows and
@@ -101,6 +106,29 @@ class Lane:
         and the one it held). None, changing nothing, when the decoder must take `rec` (after
         the record `release` gives back)."""
         raise NotImplementedError
+
+    def idle(self) -> bool:
+        """Whether the decoder holds nothing a record could meet (the lane takes none else)."""
+        return True
+
+    def read(self, rec: RawRecord) -> Any:
+        """What the lane takes of `rec`: None (or an error) when it takes nothing."""
+        raise NotImplementedError
+
+    def attempt(self, rec: RawRecord) -> Any:
+        """`read` of a record the lane may take (not carried, the decoder idle); None when it
+        may not, or `read` finds nothing or fails (the decoder then says what is wrong)."""
+        if rec.carried or not self.idle():
+            return None
+        try:
+            return self.read(rec)
+        except Exception:  # noqa: BLE001 - refused: the decoder says what is wrong with it
+            return None
+
+    def count(self, rec: RawRecord, stat: str) -> None:
+        """One more of `stat` (a `recon.decode.stats.Stat`) in `rec`'s stream."""
+        self.counts[stat] += 1
+        self.stream = (rec.topic, rec.partition)
 
     def emit(self, op: Op, row: tuple[Any, ...], before: Image | None, after: Image | None) -> None:
         """A row change: its op, its row (`LANE_COLUMNS`), its images; counted by its shape
@@ -125,7 +153,12 @@ class Lane:
         return None
 
     def close(self) -> None:
-        """The stream ends: add what the lane counted to the decoder's sink."""
+        """The stream ends: what the lane counted goes to the decoder's sink."""
+        if self.stream is not None:
+            topic, partition = self.stream
+            for stat, n in self.counts.items():
+                self.dec.sink.stats[(topic, partition, str(stat))] += n
+        self.counts.clear()
 
 
 def event_of(op: Op, row: tuple[Any, ...], before: Any, after: Any) -> Event:

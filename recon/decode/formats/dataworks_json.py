@@ -340,20 +340,16 @@ class DataworksLane(Lane):
     def __init__(self, dec: DataworksJsonDecoder, rows: LaneRows) -> None:
         super().__init__(dec, rows)
         self.held: tuple[RawRecord, _Read] | None = None
-        self.joined = 0
-        self.stream: tuple[str, int] | None = None
         self.parse = dec.parse
         self.schema: Any = None
         self.table: _LaneTable = _LANE_TABLE(_NO_SCHEMA)
         """What the lane knows of the table of `schema` (the last message's)."""
 
+    def idle(self) -> bool:
+        return not self.dec.pending
+
     def take(self, rec: RawRecord) -> int | None:
-        if rec.carried or self.dec.pending:
-            return None
-        try:
-            got = self.read(rec)
-        except Exception:  # noqa: BLE001 - refused: the decoder says what is wrong with it
-            return None
+        got = self.attempt(rec)
         if got is None:
             return None
         op, row, pair_key, before, after = got
@@ -364,8 +360,7 @@ class DataworksLane(Lane):
             if op != "UPDATE_AFTER" or held_key != pair_key or held_row[3] is not row[3]:
                 return None
             self.held = None
-            self.joined += 1
-            self.stream = (rec.topic, rec.partition)
+            self.count(rec, Stat.UPDATE_PAIRS_JOINED)
             self.emit("update", row, held_before if before is None else before, after)
             return 2
         if op == "UPDATE_BEFOR":
@@ -420,12 +415,6 @@ class DataworksLane(Lane):
     def release(self) -> RawRecord | None:
         held, self.held = self.held, None
         return None if held is None else held[0]
-
-    def close(self) -> None:
-        if self.joined and self.stream is not None:
-            topic, partition = self.stream
-            self.dec.sink.stats[(topic, partition, str(Stat.UPDATE_PAIRS_JOINED))] += self.joined
-        self.joined = 0
 
 
 DataworksJsonDecoder.lane = DataworksLane

@@ -543,12 +543,7 @@ class DebeziumLane(Lane):
         """What the lane knows of `schema` (the last message's)."""
 
     def take(self, rec: RawRecord) -> int | None:
-        if rec.carried:
-            return None
-        try:
-            got = self.read(rec)
-        except Exception:  # noqa: BLE001 - refused: the decoder says what is wrong with it
-            return None
+        got = self.attempt(rec)
         if got is None:
             return None
         self.emit(*got)

@@ -21,7 +21,7 @@ from recon.core.order import binlog_file_number, binlog_key, kafka_tail, u32, u6
 from recon.core.sqlddl import split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
-from recon.decode.lane import Image, Lane, LaneRows
+from recon.decode.lane import Image, Lane
 from recon.decode.stats import Stat
 from recon.errors import DecodeError
 
@@ -434,29 +434,21 @@ class TencentLane(Lane):
 
     dec: TencentDtsPbDecoder
 
-    def __init__(self, dec: TencentDtsPbDecoder, rows: LaneRows) -> None:
-        super().__init__(dec, rows)
-        self.committed = 0
-        self.stream: tuple[str, int] | None = None
+    def idle(self) -> bool:
+        return not (self.dec.segments or self.dec.txn.open)
 
     def take(self, rec: RawRecord) -> int | None:
-        dec = self.dec
-        if rec.carried or rec.value is None or dec.segments or dec.txn.open:
-            return None
-        try:
-            got = self.read(rec)
-        except Exception:  # noqa: BLE001 - refused: the decoder says what is wrong with it
-            return None
+        got = self.attempt(rec)
         if got is None:
             return None
+        dec = self.dec
         last_seq, changes = got
         dec.last_seq = last_seq
         dec.txn._group = [rec]  # as `TxnAssembler._whole_transaction` leaves it
         dec.txn._group_pending = False
         for change in changes:
             self.emit(*change)
-        self.committed += 1
-        self.stream = (rec.topic, rec.partition)
+        self.count(rec, Stat.TRANSACTIONS_COMMITTED)
         return 1
 
     def read(self, rec: RawRecord) -> tuple[int, list[tuple[Any, ...]]] | None:
@@ -506,13 +498,6 @@ class TencentLane(Lane):
             )  # fmt: skip
             out.append((c.op, lane_row, _lane_image(before), _lane_image(after)))
         return out
-
-    def close(self) -> None:
-        if self.committed and self.stream is not None:
-            topic, partition = self.stream
-            stats = self.dec.sink.stats
-            stats[(topic, partition, str(Stat.TRANSACTIONS_COMMITTED))] += self.committed
-        self.committed = 0
 
 
 TencentDtsPbDecoder.lane = TencentLane
