@@ -101,6 +101,30 @@ class Sink:
         self.count(rec, quarantined_because(reason))
 
 
+def text_or_none(value: Any, what: str) -> str | None:
+    """A message's field for a string column of the events: a string or None as it is;
+    DecodeError for any other value (it would fail the decode task's whole batch when the
+    column is built, not just its record)."""
+    if value is None or type(value) is str:
+        return value
+    raise DecodeError(f"{what} {_shown(value)} is not a string")
+
+
+def text_list(values: Any, what: str) -> list[str]:
+    """A message's list of names (a primary key's columns): strings, or DecodeError (as
+    `text_or_none`); an absent or empty one is empty."""
+    names = list(values or [])
+    for name in names:
+        if type(name) is not str:
+            raise DecodeError(f"{what} holds {_shown(name)}, not a column name")
+    return names
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _rid(rec: RawRecord) -> tuple[str, int, int]:
     return (rec.topic, rec.partition, rec.offset)
 

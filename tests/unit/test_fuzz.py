@@ -4,7 +4,9 @@ original bytes and a reason, and the records after it still decode."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import operator
+from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
@@ -209,3 +211,59 @@ def test_blank_values_and_padded_nulls_are_read_as_stripping_them_reads_them(
     assert stats.get("tombstones", 0) == int(tombstone)
     empty = [r for r in reasons if r.startswith("empty value")]
     assert len(empty) == int(not value.strip())
+
+
+_DEBEZIUM_MORE = [
+    {
+        "op": "c",
+        "after": {"id": 1},
+        "source": {"db": "s", "table": "t"},
+        "transaction": {"id": "x"},
+    },
+    {"ddl": "CREATE TABLE t (id int)", "databaseName": "s", "position": {"file": "b.1", "pos": 4}},
+]
+_CONFUSED = [5, "x", True, None, [1], {"a": 1}, 2**70, 1.5]
+
+
+def _leaves(msg: object, path: tuple = ()) -> list[tuple]:
+    """The path of every value in a parsed JSON message (its own included)."""
+    found = [path]
+    items = (
+        msg.items() if isinstance(msg, dict) else enumerate(msg) if isinstance(msg, list) else ()
+    )
+    for k, v in items:
+        found += _leaves(v, (*path, k))
+    return found
+
+
+def _with(msg: object, path: tuple, value: object) -> object:
+    if not path:
+        return value
+    copy = json.loads(json.dumps(msg))
+    at = copy
+    for k in path[:-1]:
+        at = at[k]
+    at[path[-1]] = value
+    return copy
+
+
+@pytest.mark.parametrize("fmt", ["dataworks_json", "debezium_json", "canal_json", "tdsql_json"])
+def test_a_field_of_the_wrong_type_quarantines_its_record_not_the_task(fmt: str) -> None:
+    """Any field of a valid message (the demo's, a Debezium transaction and DDL) given a value
+    of another JSON type (a number, text, a boolean, null, a list, an object, an integer beyond
+    64 bits, a float): the message decodes or is quarantined, and the decode task's batches
+    build (a string column given a number failed the whole task: Canal's `gtid` and
+    `pkNames`, DataWorks' `primaryKey`, Debezium's `source.gtid`, `transaction.id` and
+    `databaseName`)."""
+    messages = [json.loads(v) for v in VALID[fmt][:6]]
+    messages += _DEBEZIUM_MORE if fmt == "debezium_json" else []
+    tried = 0
+    for msg in messages:
+        for path in _leaves(msg):
+            for value in _CONFUSED:
+                out = _decode([json.dumps(_with(msg, path, value)).encode()], fmt)
+                stats = Counter({r["stat"]: r["n"] for r in out if r["kind"] == "stat"})
+                used = ("records_consumed", "records_quarantined", "records_carried_out")
+                assert stats["records_in"] == sum(stats[k] for k in used) == 1, (path, value)
+                tried += 1
+    assert tried > 100

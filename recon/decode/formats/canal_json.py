@@ -12,7 +12,7 @@ from typing import Any
 
 from recon.core.model import Event, Op, RawRecord, i64
 from recon.core.order import kafka_tail, u32
-from recon.decode.base import JsonStreamDecoder
+from recon.decode.base import JsonStreamDecoder, text_list, text_or_none
 from recon.decode.formats.canal_common import canal_logical_type, canal_value
 from recon.decode.stats import non_dml
 from recon.errors import DecodeError
@@ -39,7 +39,7 @@ class CanalJsonDecoder(JsonStreamDecoder):
         typ = str(msg.get("type") or "").upper()
         es = msg.get("es")
         common: dict[str, Any] = dict(
-            gtid=msg.get("gtid") or None,
+            gtid=text_or_none(msg.get("gtid") or None, "gtid"),
             event_time_ms=i64(es, "es") if type(es) is int else None,
             topic=rec.topic,
             partition=rec.partition,
@@ -68,7 +68,9 @@ class CanalJsonDecoder(JsonStreamDecoder):
         mysql_types = msg.get("mysqlType") or {}
         sql_types = msg.get("sqlType") or {}
         old = msg.get("old") or []
-        pk = list(msg.get("pkNames") or []) or list(self.ctx.primary_keys.get(f"{db}.{tbl}", []))
+        pk = text_list(msg.get("pkNames"), "pkNames") or list(
+            self.ctx.primary_keys.get(f"{db}.{tbl}", [])
+        )
         events = []
         for row_i, row in enumerate(data):
             if not isinstance(row, dict):

@@ -18,7 +18,14 @@ import orjson
 from recon.core.model import Event, Op, RawRecord, i64
 from recon.core.order import decimal_text_number, kafka_tail, u128
 from recon.core.values import number_text, timestamp_utc
-from recon.decode.base import DecodeContext, JsonStreamDecoder, PerObject, SharedMemberJson, Sink
+from recon.decode.base import (
+    DecodeContext,
+    JsonStreamDecoder,
+    PerObject,
+    SharedMemberJson,
+    Sink,
+    text_list,
+)
 from recon.decode.lane import Image, Lane, LaneRows
 from recon.decode.stats import Stat, non_dml
 from recon.errors import DecodeError
@@ -60,8 +67,8 @@ def _column_types(columns_json: bytes) -> dict[str, str]:
 
 def _schema_columns(schema: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """(column -> logical type, primary key) of a message's `schema` (a shared object)."""
-    return _column_types(orjson.dumps(schema.get("dataColumn") or [])), list(
-        schema.get("primaryKey") or []
+    return _column_types(orjson.dumps(schema.get("dataColumn") or [])), text_list(
+        schema.get("primaryKey"), "schema.primaryKey"
     )
 
 

@@ -31,7 +31,7 @@ from recon.core.values import (
     parse_timestamp_text,
     time_from_us,
 )
-from recon.decode.base import JsonStreamDecoder, PerObject, SharedMemberJson
+from recon.decode.base import JsonStreamDecoder, PerObject, SharedMemberJson, text_or_none
 from recon.decode.lane import Image as LaneImage
 from recon.decode.lane import Lane, LaneRows
 from recon.decode.stats import Stat
@@ -205,7 +205,8 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
             raise DecodeError("no `op` field: not a change event")
         op_code = payload["op"]
         source = payload.get("source") or {}
-        db, tbl = _text_or_none(source, "db"), _text_or_none(source, "table")
+        db = text_or_none(source.get("db"), "source.db")
+        tbl = text_or_none(source.get("table"), "source.table")
         if not db or not tbl:
             db, tbl = self._from_topic(rec.topic, db, tbl)
         if op_code == "t":
@@ -243,7 +244,8 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
 
     def _ddl(self, rec: RawRecord, payload: dict) -> None:
         position = payload.get("position") or payload.get("source") or {}
-        db = payload.get("databaseName") or payload.get("schemaName") or ""
+        db = text_or_none(payload.get("databaseName") or payload.get("schemaName"), "databaseName")
+        db = db or ""
         ev = Event(db=db, tbl="", op="ddl", ddl=str(payload.get("ddl") or ""))
         src = {
             "file": position.get("file"),
@@ -280,21 +282,12 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         return _shared_key(key if isinstance(key, dict) else ())
 
 
-def _text_or_none(source: dict[str, Any], name: str) -> str | None:
-    """`source[name]`, a string or absent (DecodeError otherwise: the Arrow column would fail
-    the decode task's batch)."""
-    value = source.get(name)
-    if value is None or type(value) is str:
-        return value
-    raise DecodeError(f"source.{name} {value!r} is not a string")
-
-
 def _position(rec: RawRecord, source: dict, payload: dict) -> tuple[Any, ...]:
     """An event's (order key, gtid, binlog file, binlog position, row, transaction id, source
     time) from its message's `source` and `payload`."""
     file, pos = source.get("file") or None, source.get("pos")
     row = int(source.get("row") or 0)
-    gtid = source.get("gtid") or None
+    gtid = text_or_none(source.get("gtid") or None, "source.gtid")
     if file:
         ok = binlog_key(file, int(pos or 0), row, rec.partition, rec.offset)
     else:
@@ -309,7 +302,7 @@ def _position(rec: RawRecord, source: dict, payload: dict) -> tuple[Any, ...]:
         file,
         i64(int(pos), "source.pos") if pos is not None else None,
         i64(row, "source.row"),
-        tx.get("id") if isinstance(tx, dict) else None,
+        text_or_none(tx.get("id"), "transaction.id") if isinstance(tx, dict) else None,
         i64(int(ts), "source.ts_ms") if ts else None,
     )
 
