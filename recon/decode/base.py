@@ -423,9 +423,14 @@ class TxnAssembler:
             ev.txn_id = committed if committed and not txn_id else txn_id
         sink.events.extend(events)
         sink.count(group[0], Stat.TRANSACTIONS_COMMITTED)
+        self.applied_whole(group)
+        return True
+
+    def applied_whole(self, group: list[RawRecord]) -> None:
+        """`group` held one whole transaction, applied at once (its events emitted and its
+        commit counted by the caller): the state `begin`, `event` and `commit` would leave."""
         self._group = group
         self._group_pending = False
-        return True
 
     def finish(self) -> list[RawRecord]:
         if not self.open:

@@ -444,8 +444,7 @@ class TencentLane(Lane):
         dec = self.dec
         last_seq, changes = got
         dec.last_seq = last_seq
-        dec.txn._group = [rec]  # as `TxnAssembler._whole_transaction` leaves it
-        dec.txn._group_pending = False
+        dec.txn.applied_whole([rec])
         for change in changes:
             self.emit(*change)
         self.count(rec, Stat.TRANSACTIONS_COMMITTED)
@@ -468,10 +467,11 @@ class TencentLane(Lane):
         begun = committed = None
         for i, entry in enumerate(items):
             h, ev = entry.header, entry.event
-            if h.seqId:
-                if last_seq and h.seqId > last_seq + 1:  # a gap: the decoder counts it
+            seq_id = h.seqId
+            if seq_id:
+                if last_seq and seq_id > last_seq + 1:  # a gap: the decoder counts it
                     return None
-                last_seq = max(last_seq, h.seqId)
+                last_seq = max(last_seq, seq_id)
             kind = _entry_kind(h, ev)
             if i == 0 and kind == "begin":
                 begun = ev.beginEvent.transactionId or h.gtid or None
