@@ -43,3 +43,9 @@ class ManifestError(ReconError):
 
 class NoSavedStateError(ReconError):
     """The merge state of an hour was not kept (or lost its files): rollback cannot restore it."""
+
+
+def shortened(text: str, width: int = 120) -> str:
+    """`text` on one line, cut to `width` characters (to quote it in an error message)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -29,6 +29,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from recon.core.sqlddl import TableDef
+from recon.errors import shortened
 
 
 class DdlError(ValueError):
@@ -254,17 +255,12 @@ def _parse(text: str) -> exp.Expr:
     try:
         tree = sqlglot.parse_one(text, read="mysql")
     except SqlglotError as err:
-        raise DdlError(f"cannot read `{_short(text)}`: {_first_line(err)}") from None
+        raise DdlError(f"cannot read `{shortened(text)}`: {_first_line(err)}") from None
     if isinstance(tree, exp.Command):
         raise DdlError(
-            f"cannot read `{_short(text)}`: not a statement sqlglot's MySQL dialect knows"
+            f"cannot read `{shortened(text)}`: not a statement sqlglot's MySQL dialect knows"
         )
     return tree
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 # -- CREATE TABLE --------------------------------------------------------------------------------
@@ -434,7 +430,7 @@ def _alter_action(new: TableDef, sql: str, tokens: list[Token], lo: int, hi: int
     elif first in _NO_COLUMN_CHANGE or first in ("ALTER", "RENAME") or first.endswith("="):
         return  # options, indexes, defaults, table renames: the columns stay as they are
     else:
-        raise DdlError(f"cannot read `{_short(_normalized(sql, tokens, lo, hi))}`")
+        raise DdlError(f"cannot read `{shortened(_normalized(sql, tokens, lo, hi))}`")
 
 
 def _add_action(new: TableDef, sql: str, tokens: list[Token], lo: int, hi: int) -> None:
@@ -469,7 +465,7 @@ def _drop_action(new: TableDef, sql: str, tokens: list[Token], lo: int, hi: int)
     exists = words[:2] == ["IF", "EXISTS"]
     names = tokens[hi - 1 : hi]
     if not names or len(words) != (3 if exists else 1):
-        raise DdlError(f"cannot read `{_short(_normalized(sql, tokens, lo, hi))}`")
+        raise DdlError(f"cannot read `{shortened(_normalized(sql, tokens, lo, hi))}`")
     name = _ident_text(names[0])
     if name in new.types:
         new.columns.remove(name)
@@ -506,7 +502,7 @@ def _action_tree(sql: str, tokens: list[Token], lo: int, hi: int) -> list[Any]:
     tree = _parse("ALTER TABLE t " + _normalized(sql, tokens, lo, hi))
     actions = tree.args.get("actions")
     if not isinstance(tree, exp.Alter) or not actions:
-        raise DdlError(f"cannot read `{_short(_normalized(sql, tokens, lo, hi))}`")
+        raise DdlError(f"cannot read `{shortened(_normalized(sql, tokens, lo, hi))}`")
     return list(actions)
 
 
@@ -527,7 +523,7 @@ def _apply_parsed(new: TableDef, actions: list[Any]) -> None:
         elif isinstance(a, exp.DropPrimaryKey):
             new.primary_key = []
         else:
-            raise DdlError(f"cannot apply `{_short(a.sql(dialect='mysql'))}` to the columns")
+            raise DdlError(f"cannot apply `{shortened(a.sql(dialect='mysql'))}` to the columns")
 
 
 def _add_column(new: TableDef, cd: exp.ColumnDef) -> None:
@@ -632,6 +628,6 @@ def apply_ddl(
             if got is not None:
                 tables[key] = got[1]
     except DdlError as err:
-        tables[key] = TableDef(unreadable=f"{err} (in `{_short(sql)}`)")
+        tables[key] = TableDef(unreadable=f"{err} (in `{shortened(sql)}`)")
         return tdb, target.table, str(err)
     return tdb, target.table, None

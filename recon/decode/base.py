@@ -20,7 +20,7 @@ import orjson
 from recon.core.model import Event, RawRecord
 from recon.core.sqlddl import TableDef
 from recon.decode.stats import Stat, quarantined_because
-from recon.errors import DecodeError
+from recon.errors import DecodeError, shortened
 
 if TYPE_CHECKING:
     from recon.decode.lane import Lane
@@ -107,7 +107,7 @@ def text_or_none(value: Any, what: str) -> str | None:
     column is built, not just its record)."""
     if value is None or type(value) is str:
         return value
-    raise DecodeError(f"{what} {_shown(value)} is not a string")
+    raise DecodeError(f"{what} {shortened(repr(value), 60)} is not a string")
 
 
 def text_list(values: Any, what: str) -> list[str]:
@@ -116,13 +116,8 @@ def text_list(values: Any, what: str) -> list[str]:
     names = list(values or [])
     for name in names:
         if type(name) is not str:
-            raise DecodeError(f"{what} holds {_shown(name)}, not a column name")
+            raise DecodeError(f"{what} holds {shortened(repr(name), 60)}, not a column name")
     return names
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _rid(rec: RawRecord) -> tuple[str, int, int]:

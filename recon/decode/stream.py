@@ -98,14 +98,18 @@ def _lane_batch(rows: LaneRows) -> pa.RecordBatch:
 
 
 def _image_array(image: LaneImage, typ: pa.MapType) -> pa.Array:
-    lengths = image.lengths
-    mask = None
-    if -1 in lengths:
-        mask = pa.array([n < 0 for n in lengths], pa.bool_())
-        lengths = [max(n, 0) for n in lengths]
-    off = pa.array(list(accumulate(lengths, initial=0)), pa.int32())
+    off, mask = _offsets(image.lengths)
     names, values = pa.array(image.names, typ.key_type), pa.array(image.values, typ.item_type)
     return pa.MapArray.from_arrays(off, names, values, type=typ, mask=mask)
+
+
+def _offsets(lengths: list[int]) -> tuple[pa.Array, pa.Array | None]:
+    """A nested column's offsets from its rows' lengths (-1: a NULL row), and its NULL mask
+    (None: no NULL row)."""
+    if -1 not in lengths:
+        return pa.array(list(accumulate(lengths, initial=0)), pa.int32()), None
+    mask = pa.array([n < 0 for n in lengths], pa.bool_())
+    return pa.array([0, *accumulate(max(n, 0) for n in lengths)], pa.int32()), mask
 
 
 def _nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
@@ -131,11 +135,9 @@ def _flat_nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
     pairs per row, and 2.3x faster than a Python loop extending the lists row by row)."""
     present = [v for v in values if v is not None]
     if len(present) == len(values):  # no NULL row (most columns of most batches)
-        off = pa.array(list(accumulate(map(len, values), initial=0)), pa.int32())
-        mask = None
+        off, mask = _offsets(list(map(len, values)))
     else:
-        off = pa.array([0, *accumulate([0 if v is None else len(v) for v in values])], pa.int32())
-        mask = pa.array([v is None for v in values], pa.bool_())
+        off, mask = _offsets([-1 if v is None else len(v) for v in values])
     keys = list(chain.from_iterable(present))
     if pa.types.is_map(typ):
         items = list(chain.from_iterable(map(_VALUES, present)))
