@@ -1,0 +1,134 @@
+"""Runs that start at once never share a Spark application an earlier run left serving
+(`recon.airflow.spark_app._lease`, `RECON_SPARK_APP_SHARED`): each setup task leases one
+application to its run, or a folder of its own to start one in. The e2e test of the DAGs shares
+applications between three runs, two at a time, so their setup tasks rarely meet; here many
+processes lease at the same moment, and a stand-in application (a process listening on the
+socket its `app.json` names, that socket in its command line, as the application's is) serves
+in a folder."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from recon.airflow.spark_app import READY_S, _lease
+from recon.appsocket import APP_INFO, LEASE
+
+KEY = "conn-abc"
+RUNS = 6
+_SERVE = (
+    "import socket, sys, time\n"
+    "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(64)\n"
+    "print('ready', flush=True); time.sleep(120)\n"
+)
+
+
+@pytest.fixture
+def shared() -> Iterator[str]:
+    folder = tempfile.mkdtemp(prefix="rl-")  # short: a socket's path is at most 107 bytes
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_SERVERS: list[subprocess.Popen[str]] = []
+
+
+def _serve(folder: str) -> None:
+    """A stand-in application serving in `folder` (killed at the module's end)."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    sock = os.path.join(folder, "s")
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, sock], stdout=subprocess.PIPE, text=True)
+    _SERVERS.append(proc)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    Path(folder, APP_INFO).write_text(json.dumps({"socket": sock, "pid": proc.pid}))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_servers() -> Iterator[None]:
+    yield
+    for p in _SERVERS:
+        p.kill()
+        p.wait()
+
+
+def _take(shared: str, run: str, start: mp.synchronize.Barrier, out: mp.Queue) -> None:
+    start.wait()
+    try:
+        folder, info = _lease(shared, KEY, run)
+    except Exception as err:  # noqa: BLE001 - the test names it
+        out.put((run, repr(err), False))
+    else:
+        out.put((run, folder, info is not None))
+
+
+def _lease_at_once(shared: str, runs: list[str]) -> dict[str, tuple[str, bool]]:
+    """Each run's (folder, whether it got a serving application), every run leasing at once
+    in a process of its own."""
+    ctx = mp.get_context("fork")
+    start, out = ctx.Barrier(len(runs)), ctx.Queue()
+    procs = [ctx.Process(target=_take, args=(shared, r, start, out)) for r in runs]
+    for p in procs:
+        p.start()
+    got = [out.get(timeout=60) for _ in runs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    return {run: (folder, serving) for run, folder, serving in got}
+
+
+def _lease_of(folder: str) -> str:
+    return Path(folder, LEASE).read_text()
+
+
+@pytest.mark.parametrize("contest", range(5))  # a race: without the lock most contests fail
+def test_runs_at_once_lease_one_free_application_once(shared: str, contest: int) -> None:
+    app = os.path.join(shared, f"{KEY}-0")
+    _serve(app)
+    runs = [f"run{i}" for i in range(RUNS)]
+    got = _lease_at_once(shared, runs)
+    takers = [r for r, (_, serving) in got.items() if serving]
+    assert len(takers) == 1, got  # one run takes the free application, no other shares it
+    assert got[takers[0]][0] == app
+    folders = [folder for folder, _ in got.values()]
+    assert len(set(folders)) == RUNS, got  # the others start one each, in folders of their own
+    for run, (folder, _) in got.items():
+        assert _lease_of(folder) == run
+
+
+def test_a_leased_application_waits_for_its_teardown(shared: str) -> None:
+    app = os.path.join(shared, f"{KEY}-0")
+    _serve(app)
+    first, info = _lease(shared, KEY, "first")
+    assert (first, info is not None) == (app, True)
+    second, info = _lease(shared, KEY, "second")
+    assert second != app and info is None  # leased: the second run starts its own
+    os.unlink(os.path.join(app, LEASE))  # the first run's teardown gives it back, serving
+    third, info = _lease(shared, KEY, "third")
+    assert (third, info is not None) == (app, True) and _lease_of(app) == "third"
+
+
+def test_a_folder_is_reused_only_once_its_lease_is_stale(shared: str) -> None:
+    """A leased folder whose application does not serve is one still starting (its lease is
+    recent: left alone) or one whose start failed long ago (taken for a new application)."""
+    starting = os.path.join(shared, f"{KEY}-0")
+    os.makedirs(starting)
+    Path(starting, LEASE).write_text("starting")
+    folder, info = _lease(shared, KEY, "next")
+    assert folder != starting and info is None and _lease_of(starting) == "starting"
+    old = time.time() - READY_S - 120
+    os.utime(os.path.join(starting, LEASE), (old, old))
+    os.unlink(os.path.join(folder, LEASE))  # the next run's start failed and it ended
+    got = {_lease(shared, KEY, r)[0] for r in ("a", "b")}
+    assert got == {starting, folder}  # both free folders taken again, one each
