@@ -353,3 +353,27 @@ def test_gtid_spans_count_each_sources_distinct_numbers(spark, tmp_path: Path) -
     expected = {s: {"first": min(v), "last": max(v), "distinct": len(v)} for s, v in want.items()}
     assert len(expected) == 4  # a UUID in either case, its tag in either case, two domains
     assert event_facts(spark, layout, H0, {}) == ({}, expected)
+
+
+def test_an_hour_without_gtids_runs_no_job_for_their_spans(spark, tmp_path: Path) -> None:
+    """Events that carry no GTID (all NULL or empty, as DataWorks' do) have no spans, found
+    without a Spark job; one GTID late in the hour's last file is found, and counted."""
+    layout = Layout(tmp_path / "wh", "g")
+    layout.events(H0).mkdir(parents=True)
+
+    def events(name: str, gtids: list[str | None]) -> None:
+        table = pa.table({"gtid": pa.array(gtids, pa.string()), "event_time_ms": [1] * len(gtids)})
+        pq.write_table(table, layout.events(H0) / name)
+
+    events("part-0.parquet", [None] * 70_000 + [""] * 3)  # more than one batch of Arrow's
+    sc = spark.sparkContext
+    sc.setJobGroup("no-gtids", "the audit's facts of an hour without GTIDs")
+    try:
+        assert event_facts(spark, layout, H0, {}) == ({}, {})
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert list(sc.statusTracker().getJobIdsForGroup("no-gtids")) == []
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    events("part-1.parquet", [None] * 70_000 + ["", f"{uuid}:5", f"{uuid}:7", f"{uuid}:7"])
+    spans = {uuid: {"first": 5, "last": 7, "distinct": 2}}
+    assert event_facts(spark, layout, H0, {}) == ({}, spans)
