@@ -902,7 +902,3 @@ def raw_records_at(
 def read_counters(cfg: PipelineConfig, hour: datetime) -> DecodeCounters:
     counters: DecodeCounters = read_json(cfg.layout.decode_counters(hour))
     return counters
-
-
-def read_events(spark: SparkSession, cfg: PipelineConfig, hour: datetime) -> DataFrame:
-    return spark.read.parquet(str(cfg.layout.events(hour)))
