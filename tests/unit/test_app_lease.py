@@ -33,34 +33,31 @@ _SERVE = (
 )
 
 
+_SERVERS: list[subprocess.Popen[str]] = []
+
+
 @pytest.fixture
 def shared() -> Iterator[str]:
+    """The folder of shared applications; the stand-ins a test started are killed after it."""
     folder = tempfile.mkdtemp(prefix="rl-")  # short: a socket's path is at most 107 bytes
     try:
         yield folder
     finally:
+        for p in _SERVERS:
+            p.kill()
+            p.wait()
+        _SERVERS.clear()
         shutil.rmtree(folder, ignore_errors=True)
 
 
-_SERVERS: list[subprocess.Popen[str]] = []
-
-
 def _serve(folder: str) -> None:
-    """A stand-in application serving in `folder` (killed at the module's end)."""
+    """A stand-in application serving in `folder` (killed after the test)."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
     sock = os.path.join(folder, "s")
     proc = subprocess.Popen([sys.executable, "-c", _SERVE, sock], stdout=subprocess.PIPE, text=True)
     _SERVERS.append(proc)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     Path(folder, APP_INFO).write_text(json.dumps({"socket": sock, "pid": proc.pid}))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _stop_servers() -> Iterator[None]:
-    yield
-    for p in _SERVERS:
-        p.kill()
-        p.wait()
 
 
 def _take(shared: str, run: str, start: mp.synchronize.Barrier, out: mp.Queue) -> None:
