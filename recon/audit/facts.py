@@ -8,15 +8,14 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from recon.audit.gtid import arrow_gtid_spans
 from recon.audit.rules import GtidSpan, PartitionKey, Run
 from recon.config import PipelineConfig
 from recon.core.watermark import GTID_SOURCE_LOWER_SQL
@@ -104,40 +103,21 @@ def event_facts(
     newest: dict[str, int] = dict(newest_decoded or {})
     if spark is None or not has_parquet(ev_dir):
         return newest, {}
-    gtids = _any_gtid(ev_dir)
-    if newest_decoded is not None and not gtids:
-        return newest, {}  # nothing to read: no Spark job (reading the files' schema is one)
+    spans = arrow_gtid_spans(ev_dir)  # None: left to Spark
+    if newest_decoded is not None and spans is not None:
+        return newest, spans  # nothing to read: no Spark job (reading the files' schema is one)
     ev = spark.read.parquet(str(ev_dir))
     if newest_decoded is None:
         per_table = ev.groupBy(F.concat_ws(".", "db", "tbl").alias("table"))
         for r in per_table.agg(F.max("event_time_ms").alias("t")).collect():
             if r["t"] is not None:
                 newest[r["table"]] = int(r["t"])
-    return newest, _gtid_spans(ev) if gtids else {}
+    return newest, spark_gtid_spans(ev) if spans is None else spans
 
 
-def _any_gtid(ev_dir: Path) -> bool:
-    """Whether an event of the hour carries a GTID (not NULL, not empty: the events
-    `_gtid_spans` reads), read from the events' files by Arrow a batch at a time up to the
-    first one. An hour without any (DataWorks, a producer that sends none) then runs no Spark
-    job for their spans: three stages, ~0.5 s of the audit of any hour; an all-NULL column
-    is read from its definition levels alone."""
-    for path in sorted(ev_dir.glob("*.parquet")):
-        pf = pq.ParquetFile(path)
-        if "gtid" not in pf.schema_arrow.names:
-            continue
-        for batch in pf.iter_batches(_GTID_BATCH, columns=["gtid"]):
-            gtid = batch.column(0)
-            if gtid.null_count < len(gtid) and pc.any(pc.not_equal(gtid, "")).as_py():
-                return True
-    return False
-
-
-_GTID_BATCH = 64 * 1024
-
-
-def _gtid_spans(ev: DataFrame) -> dict[str, GtidSpan]:
-    """The span (first, last, distinct numbers) of each GTID source in the events `ev`."""
+def spark_gtid_spans(ev: DataFrame) -> dict[str, GtidSpan]:
+    """The span (first, last, distinct numbers) of each GTID source in the events `ev`, for
+    the hours `recon.audit.gtid.arrow_gtid_spans` declines."""
     # GTID numbers per source: MySQL uuid:N, MariaDB domain-server-seq (ordered per domain)
     mysql = F.col("gtid").contains(":")
     num = F.when(mysql, F.substring_index("gtid", ":", -1)).otherwise(

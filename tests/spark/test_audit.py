@@ -9,20 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from recon.audit.facts import event_facts
 from recon.audit.report import SCHEMA_FILE
 from recon.audit.rules import iso_ms
 from recon.cli import main
 from recon.config import load_config
 from recon.core.model import RawRecord
-from recon.core.watermark import ascii_lower
 from recon.demo import sample
 from recon.demo.demo import write_dump
-from recon.layout import Layout
 from tests.support.builders import edit_pipeline, write_pipeline
 
 START = datetime(2026, 5, 1, 0, tzinfo=UTC)
@@ -307,73 +303,3 @@ def test_hours_run_out_of_order_fail_with_hour_order(spark, tmp_path: Path) -> N
     # run in order, the same hours pass
     assert _run(cfg) == 0
     assert _report(tmp_path, H1)["verdict"] == "pass"
-
-
-def test_gtid_spans_count_each_sources_distinct_numbers(spark, tmp_path: Path) -> None:
-    """The GTID span per source (first, last, distinct numbers) from bitmaps of the numbers,
-    against the rule in Python: a MySQL source named by its text before the last `:` in ASCII
-    lower case (server UUIDs in either case are one source; MySQL 8.4 tags are part of it), a
-    MariaDB one by its domain; a number only where the text is digits and fits a long; every
-    event of a transaction repeats its GTID; numbers far apart fall in buckets of their own."""
-    uuid = "3E11FA47-71CA-11E1-9E33-C80AA9429562"
-    gtids = [
-        *(f"{uuid}:{n}" for n in (1, 2, 2, 5, 32768, 32769, 100_000, 2**63 - 1)),
-        *(f"{uuid.lower()}:{n}" for n in (2, 3, 70_000)),
-        f"{uuid}:tag_a:7",
-        f"{uuid}:tag_a:7",
-        f"{uuid}:TAG_A:9",
-        f"{uuid}:1-5",  # a set, not a number
-        f"{uuid}:{2**63}",  # beyond a long
-        f"{uuid}:0",
-        "0-1-100",
-        "0-2-101",
-        "0-1-100",
-        "1-1-7",
-        "0-1-x",
-        "",
-        None,
-    ]
-    layout = Layout(tmp_path / "wh", "g")
-    layout.events(H0).mkdir(parents=True)
-    pq.write_table(
-        pa.table({"gtid": pa.array(gtids, pa.string()), "event_time_ms": [1] * len(gtids)}),
-        layout.events(H0) / "part-0.parquet",
-    )
-    want: dict[str, set[int]] = {}
-    for g in gtids:
-        if not g:
-            continue
-        if ":" in g:
-            src, num = g.rsplit(":", 1)
-            src = ascii_lower(src)
-        else:
-            src, num = f"domain {g.split('-')[0]}", g.split("-")[2]
-        if num.isdigit() and int(num) < 2**63:
-            want.setdefault(src, set()).add(int(num))
-    expected = {s: {"first": min(v), "last": max(v), "distinct": len(v)} for s, v in want.items()}
-    assert len(expected) == 4  # a UUID in either case, its tag in either case, two domains
-    assert event_facts(spark, layout, H0, {}) == ({}, expected)
-
-
-def test_an_hour_without_gtids_runs_no_job_for_their_spans(spark, tmp_path: Path) -> None:
-    """Events that carry no GTID (all NULL or empty, as DataWorks' do) have no spans, found
-    without a Spark job; one GTID late in the hour's last file is found, and counted."""
-    layout = Layout(tmp_path / "wh", "g")
-    layout.events(H0).mkdir(parents=True)
-
-    def events(name: str, gtids: list[str | None]) -> None:
-        table = pa.table({"gtid": pa.array(gtids, pa.string()), "event_time_ms": [1] * len(gtids)})
-        pq.write_table(table, layout.events(H0) / name)
-
-    events("part-0.parquet", [None] * 70_000 + [""] * 3)  # more than one batch of Arrow's
-    sc = spark.sparkContext
-    sc.setJobGroup("no-gtids", "the audit's facts of an hour without GTIDs")
-    try:
-        assert event_facts(spark, layout, H0, {}) == ({}, {})
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    assert list(sc.statusTracker().getJobIdsForGroup("no-gtids")) == []
-    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-    events("part-1.parquet", [None] * 70_000 + ["", f"{uuid}:5", f"{uuid}:7", f"{uuid}:7"])
-    spans = {uuid: {"first": 5, "last": 7, "distinct": 2}}
-    assert event_facts(spark, layout, H0, {}) == ({}, spans)
