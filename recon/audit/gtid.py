@@ -25,11 +25,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from recon.audit.rules import GtidSpan
+from recon.merge.contributions import JAVA_LINE_ENDS
 
 MAX_INTERVALS = 1_000_000
 """Intervals kept over all sources before the reading declines (16 MB of numbers)."""
 _BATCH = 64 * 1024
-_JAVA_LINE_ENDS = tuple(c.encode() for c in "\n\r\u0085\u2028\u2029")
+_LINE_ENDS = tuple(c.encode() for c in JAVA_LINE_ENDS)
 _I64_MAX = str(2**63 - 1)
 
 
@@ -51,7 +52,7 @@ def arrow_gtid_spans(ev_dir: Path) -> dict[str, GtidSpan] | None:
     except _Declined:
         return None
     return {
-        src: {"first": int(iv[0, 0]), "last": int(iv[-1, 1]), "distinct": int(_width(iv))}
+        src: {"first": int(iv[0, 0]), "last": int(iv[-1, 1]), "distinct": _width(iv)}
         for src, iv in sorted(runs.items())
     }
 
@@ -115,7 +116,7 @@ def _has_line_end(g: pa.StringArray) -> bool:
     whole (a regular expression per text took longer than the rest of the reading)."""
     data = g.buffers()[2]
     text = b"" if data is None else data.to_pybytes()
-    return any(end in text for end in _JAVA_LINE_ENDS)
+    return any(end in text for end in _LINE_ENDS)
 
 
 def _no_leading_zeros(num: pa.Array) -> pa.Array:

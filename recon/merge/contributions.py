@@ -45,14 +45,14 @@ def route_expr(cfg: PipelineConfig) -> Column:
 
 
 # Java's regular expressions end a line (`.`, `$`) at these too; Python's at "\n" only
-_JAVA_LINE_ENDS = frozenset("\n\r\u0085\u2028\u2029")
+JAVA_LINE_ENDS = frozenset("\n\r\u0085\u2028\u2029")
 
 
 def route_table(cfg: PipelineConfig, db: str | None, tbl: str | None) -> str | None:
     """`route_expr` of one source table, in Python; None for a name with a line break in it,
     which the two regular expression engines read apart."""
     src = ".".join(x for x in (db, tbl) if x is not None)
-    if not _JAVA_LINE_ENDS.isdisjoint(src):
+    if not JAVA_LINE_ENDS.isdisjoint(src):
         return None
     for name, t in cfg.tables.items():
         for pattern in t.sources:
