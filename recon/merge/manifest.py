@@ -11,6 +11,8 @@ hour through it), never the earlier hour's.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
@@ -30,6 +32,12 @@ class BucketFile(TypedDict):
     checksum: str
     run_id: str
     hour: str
+    unfit_checks: NotRequired[str]
+    """`checks_digest` of the checks its live rows were counted with when it was written (the
+    values that do not fit their published type: `unfit_value_checks`); absent in states
+    written before it was kept, and where they were not counted (`checks_needed`)."""
+    unfit_values: NotRequired[int]
+    """What those checks found among its live rows (0: every value fits)."""
 
 
 class TableEntry(TypedDict):
@@ -254,3 +262,31 @@ def rollback_state(
     }
     save_manifest(cfg, new, expected=cur["version"])
     return new
+
+
+def checks_digest(checks: list[tuple[str, str]]) -> str:
+    """A table's value checks (`unfit_value_checks`: column, SQL), as a short text a bucket's
+    record keeps (`BucketFile.unfit_checks`): the schema's types and the published ones both
+    change it."""
+    return hashlib.sha256(json.dumps(checks).encode()).hexdigest()[:16]
+
+
+def checks_needed(
+    prev: TableEntry | None, touched: set[int], digest: str, rows_come_otherwise: bool
+) -> bool:
+    """Whether a table's live rows in the buckets an hour writes must be counted for values
+    that do not fit (`recon.merge.state.bucket_stats`), a pass over every live row of those
+    buckets (per state row: the cost would follow the state, not the hour's changes). Not when
+    every one is known to fit: the hour's new images passed the same checks on their way in
+    (`recon.merge.unfit.flag_unfit` sets aside the changes that fail), and every touched bucket
+    already in the state was counted with the same checks (`digest`) when last written and
+    held no value that does not fit. `rows_come_otherwise`: rows enter by another way this hour
+    (a schema change rewrites them, a snapshot loads them): always counted."""
+    if rows_come_otherwise:
+        return True
+    files = prev["files"] if prev else {}
+    for b in touched:
+        f = files.get(str(b))
+        if f is not None and (f.get("unfit_checks") != digest or f.get("unfit_values") != 0):
+            return True
+    return False

@@ -48,6 +48,8 @@ from recon.merge.manifest import (
     SnapshotInfo,
     TableEntry,
     check_tables,
+    checks_digest,
+    checks_needed,
     copy_manifest,
     load_manifest,
     merged_hours,
@@ -170,6 +172,8 @@ class _HourMerge:
     """The hour's events, each with the columns whose values do not fit (`UNFIT`)."""
     published: dict[str, dict[str, str]] = field(default_factory=dict)
     """Each table's column types readers already see (`published_types`), read once."""
+    checks_digest: dict[str, str] = field(default_factory=dict)
+    """Each table's `checks_digest`, kept in its written buckets' records."""
     attempt: str = field(default_factory=new_attempt)
 
     @property
@@ -374,11 +378,21 @@ class _HourMerge:
         # a keyed table's live rows are a filter of the files just written: read again, they
         # cost less than a disk copy of them; a keyless table's are an aggregate, kept
         self.live = live.persist(CACHE) if ms_tables else live
-        checks = {
-            n: unfit_value_checks(self.schemas[n], self.published[n], "row") for n in self.names
-        }
         keyed = [n for n in self.names if self.schemas[n].primary_key]
-        self.bstats = bucket_stats(state, self.live, checks, keyed, ms_tables)
+        self.bstats = bucket_stats(state, self.live, self.value_checks(), keyed, ms_tables)
+
+    def value_checks(self) -> dict[str, list[tuple[str, str]]]:
+        """The tables whose written rows `bucket_stats` counts for values that do not fit, with
+        their checks (`checks_needed`: not those whose every value is known to fit)."""
+        out = {}
+        for n in self.names:
+            checks = unfit_value_checks(self.schemas[n], self.published[n], "row")
+            self.checks_digest[n] = digest = checks_digest(checks)
+            otherwise = self.schema_changed[n] or n in self.snapshot_for
+            prev = self.man["tables"].get(n)
+            if checks and checks_needed(prev, self.touched[n], digest, otherwise):
+                out[n] = checks
+        return out
 
     def update_entry(self, n: str, entry: TableEntry) -> None:
         """Point the table's touched buckets at the folders this run wrote."""
@@ -396,6 +410,8 @@ class _HourMerge:
                 "checksum": str(st["checksum"] % U64),
                 "run_id": self.run_id,
                 "hour": self.H,
+                "unfit_checks": self.checks_digest[n],
+                "unfit_values": sum(st["unfit"].values()),
             }
         entry["schema"] = self.schemas[n].to_json()
         if n in self.snapshot_for:

@@ -22,6 +22,7 @@ from recon.core.schema import TableSchema
 from recon.demo.reference_fold import fold
 from recon.errors import ReconError
 from recon.hours import parse_hour
+from recon.merge import stage as merge_stage
 from recon.merge.manifest import load_manifest
 from recon.merge.schemas import _in_columns, normalized_columns
 from recon.merge.snapshot import load_watermark
@@ -1039,3 +1040,61 @@ def test_a_column_renamed_onto_the_name_of_a_dropped_one_keeps_the_renamed_value
     for i, (cols, was) in enumerate(cases):
         assert normalized_columns(cols, s) == ["id", "c"], cols
         assert row[f"m{i}"] == {"id": "id", "c": was}, cols
+
+
+def test_written_rows_are_counted_for_values_that_do_not_fit_only_where_one_can_be(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count of values publish writes as NULL is a pass over every live row of the buckets
+    an hour writes. It runs where such a value can be: a snapshot's rows (not checked on their
+    way in), a bucket that held one, a state written before buckets kept their count; not where
+    the hour's checked changes meet buckets known to fit (the cost then follows the changes)."""
+    snap = tmp_path / "snap"
+    (snap / "s.a").mkdir(parents=True)
+    (snap / "s.a" / "rows.csv").write_text("id,n\n1,abc\n2,5\n")  # 'abc' is no INT
+    (snap / "_watermark.json").write_text(json.dumps({"gtid_set": f"{UUID}:1-1"}))
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}}, snapshot={"path": str(snap)})
+    types = {"id": "int32", "n": "int32"}
+    gtid = iter(range(2, 1000))
+
+    def upsert(i: int, n: int) -> dict[str, Any]:
+        g = next(gtid)
+        return event(g, "s.a", "insert", None, {"id": i, "n": n}, types, gtid=f"{UUID}:{g}")
+
+    counted: list[list[str]] = []
+    real = merge_stage.bucket_stats
+
+    def spy(state: Any, live: Any, checks: dict[str, Any], *rest: Any) -> Any:
+        counted.append(sorted(checks))
+        return real(state, live, checks, *rest)
+
+    monkeypatch.setattr(merge_stage, "bucket_stats", spy)
+
+    def merge(i: int, events: list[dict[str, Any]]) -> tuple[list[str], dict[str, int]]:
+        write_hour(cfg, hour(i), events)
+        pub = merge_hour(spark, cfg, hour(i), buckets=4)["tables"]["s.a"]["published"]
+        return counted.pop(), pub["uncastable"]
+
+    bucket_of = {
+        i: spark.range(1).select(F.pmod(F.xxhash64(F.lit(f'["{i}"]')), F.lit(4))).first()[0]
+        for i in range(1, 40)
+    }
+    dirty = bucket_of[1]
+    clean = next(i for i in range(3, 40) if bucket_of[i] != dirty)
+    beside = next(i for i in range(3, 40) if bucket_of[i] == dirty)
+    assert merge(0, [upsert(clean, 1), upsert(beside, 1)]) == (["s.a"], {"n": 1})  # snapshot
+    files = load_manifest(cfg)["tables"]["s.a"]["files"]
+    assert {b: f["unfit_values"] for b, f in files.items()}[str(dirty)] == 1
+    assert sum(f["unfit_values"] for f in files.values()) == 1
+    assert merge(1, [upsert(clean, 2)]) == ([], {})  # a bucket known to fit
+    assert merge(2, [upsert(beside, 2)]) == (["s.a"], {"n": 1})  # the bucket with 'abc'
+    assert merge(3, [upsert(1, 3)]) == (["s.a"], {})  # 'abc' replaced: the bucket fits now
+    assert merge(4, [upsert(beside, 3)]) == ([], {})
+    man = json.loads(cfg.layout.manifest.read_text())
+    for f in man["tables"]["s.a"]["files"].values():
+        del f["unfit_checks"]  # as a state written before buckets kept their count
+    cfg.layout.manifest.write_text(json.dumps(man))
+    assert merge(5, [upsert(clean, 4)]) == (["s.a"], {})
+    assert merge(6, [upsert(clean, 5)]) == ([], {})
+    got = {r["id"]: r["n"] for r in export_rows(cfg, "s.a")}
+    assert got == {1: 3, 2: 5, clean: 5, beside: 3}

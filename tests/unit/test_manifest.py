@@ -11,6 +11,9 @@ import pytest
 from recon.errors import ManifestError
 from recon.hours import parse_hour
 from recon.merge.manifest import (
+    TableEntry,
+    checks_digest,
+    checks_needed,
     empty_manifest,
     load_manifest,
     merged_hours,
@@ -76,3 +79,22 @@ def test_a_reset_of_some_tables_leaves_their_hours_to_merge_again(tmp_path: Path
     hours, partial = merged_hours(new, h0, ["s.b"], list(cfg.tables))  # the rebuild's first hour
     assert hours == [h0, h1] and partial == {h1: ["s.a"]}
     assert "partial_hours" not in reset_state(cfg)  # every table: nothing is merged
+
+
+def test_written_rows_are_counted_where_a_value_that_does_not_fit_can_be() -> None:
+    checks = [("n", "(row['n'] is not null and (try_cast(row['n'] as int)) is null)")]
+    d = checks_digest(checks)
+    assert d != checks_digest([]) and d != checks_digest([(c, b + " ") for c, b in checks])
+
+    base = {"path": "p", "rows": 1, "state_rows": 1, "checksum": "0", "run_id": "r", "hour": H}
+    records = [{"unfit_checks": d, "unfit_values": 0}, {"unfit_checks": d, "unfit_values": 2},
+               {}, {"unfit_checks": "other", "unfit_values": 0}]  # fmt: skip
+    files = {str(b): base | r for b, r in enumerate(records)}
+    prev: TableEntry = {"buckets": 8, "files": files, "schema": {}}  # type: ignore[typeddict-item]
+    assert not checks_needed(None, {0, 1}, d, False)  # a new table: only checked changes
+    assert not checks_needed(prev, {0, 5}, d, False)  # fits, and a new bucket
+    assert checks_needed(prev, {0, 5}, d, True)  # a schema change or a snapshot's rows
+    assert checks_needed(prev, {0, 1}, d, False)  # bucket 1 holds values that do not fit
+    assert checks_needed(prev, {2}, d, False)  # written before buckets kept their count
+    assert checks_needed(prev, {3}, d, False)  # counted with other checks (types changed)
+    assert not checks_needed(prev, set(), d, False)
