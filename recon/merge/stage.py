@@ -378,21 +378,29 @@ class _HourMerge:
         # a keyed table's live rows are a filter of the files just written: read again, they
         # cost less than a disk copy of them; a keyless table's are an aggregate, kept
         self.live = live.persist(CACHE) if ms_tables else live
+        checks = {
+            n: unfit_value_checks(self.schemas[n], self.published[n], "row") for n in self.names
+        }
+        self.checks_digest = {n: checks_digest(c) for n, c in checks.items()}
         keyed = [n for n in self.names if self.schemas[n].primary_key]
-        self.bstats = bucket_stats(state, self.live, self.value_checks(), keyed, ms_tables)
+        self.bstats = bucket_stats(state, self.live, self.to_count(checks), keyed, ms_tables)
 
-    def value_checks(self) -> dict[str, list[tuple[str, str]]]:
-        """The tables whose written rows `bucket_stats` counts for values that do not fit, with
-        their checks (`checks_needed`: not those whose every value is known to fit)."""
-        out = {}
-        for n in self.names:
-            checks = unfit_value_checks(self.schemas[n], self.published[n], "row")
-            self.checks_digest[n] = digest = checks_digest(checks)
-            otherwise = self.schema_changed[n] or n in self.snapshot_for
-            prev = self.man["tables"].get(n)
-            if checks and checks_needed(prev, self.touched[n], digest, otherwise):
-                out[n] = checks
-        return out
+    def to_count(
+        self, checks: dict[str, list[tuple[str, str]]]
+    ) -> dict[str, list[tuple[str, str]]]:
+        """The tables of `checks` whose written rows `bucket_stats` counts for values that do
+        not fit (`checks_needed`: not those whose every value is known to fit)."""
+        return {
+            n: c
+            for n, c in checks.items()
+            if c
+            and checks_needed(
+                self.man["tables"].get(n),
+                self.touched[n],
+                self.checks_digest[n],
+                self.schema_changed[n] or n in self.snapshot_for,
+            )
+        }
 
     def update_entry(self, n: str, entry: TableEntry) -> None:
         """Point the table's touched buckets at the folders this run wrote."""

@@ -1075,10 +1075,9 @@ def test_written_rows_are_counted_for_values_that_do_not_fit_only_where_one_can_
         pub = merge_hour(spark, cfg, hour(i), buckets=4)["tables"]["s.a"]["published"]
         return counted.pop(), pub["uncastable"]
 
-    bucket_of = {
-        i: spark.range(1).select(F.pmod(F.xxhash64(F.lit(f'["{i}"]')), F.lit(4))).first()[0]
-        for i in range(1, 40)
-    }
+    key = F.concat(F.lit('["'), F.col("id").cast("string"), F.lit('"]'))  # `pk_key`'s text
+    buckets = spark.range(1, 40).select("id", F.pmod(F.xxhash64(key), F.lit(4)).alias("b"))
+    bucket_of = {r["id"]: r["b"] for r in buckets.collect()}  # one job, not one per key
     dirty = bucket_of[1]
     clean = next(i for i in range(3, 40) if bucket_of[i] != dirty)
     beside = next(i for i in range(3, 40) if bucket_of[i] == dirty)
