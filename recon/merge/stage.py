@@ -382,7 +382,7 @@ class _HourMerge:
             n: unfit_value_checks(self.schemas[n], self.published[n], "row") for n in self.names
         }
         self.checks_digest = {n: checks_digest(c) for n, c in checks.items()}
-        keyed = [n for n in self.names if self.schemas[n].primary_key]
+        keyed = {n: self.buckets_of(n) for n in self.names if self.schemas[n].primary_key}
         self.bstats = bucket_stats(state, self.live, self.to_count(checks), keyed, ms_tables)
 
     def to_count(

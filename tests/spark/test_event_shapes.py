@@ -190,34 +190,52 @@ def test_python_routing_equals_the_spark_routing(
             assert got == want, (db, tbl)
 
 
-def test_bucket_stats_count_what_publish_would_write_as_null_and_duplicate_keys(spark) -> None:
-    """The checks publish reports over the rows it writes (values published as NULL, duplicate
-    keys) are counted in the bucket statistics' one job, per table and bucket."""
+def test_bucket_stats_count_what_publish_would_write_as_null_and_keys_out_of_their_bucket(
+    spark,
+) -> None:
+    """The checks publish reports over the rows it writes (values published as NULL, live rows
+    of a key outside its bucket, which could duplicate it) are counted in the bucket
+    statistics' one job, per table and bucket, with the checksum: the sum of the live rows'
+    terms, exact where it passes 2^63 either way."""
+    from pyspark.sql import functions as F
+
     from recon.merge.contributions import STATE_DDL
-    from recon.merge.state import bucket_stats, live_rows
+    from recon.merge.state import U64, bucket_stats, live_rows
 
-    def row(table: str, bucket: int, key: str, sign: int, values: dict[str, str]) -> tuple:
-        return (table, bucket, key, b"i", b"k", sign, values, 1, "insert", 7)
+    keys = ['["1"]', '["2"]', '["3"]', '["5"]']
+    home = dict(
+        spark.createDataFrame([(k,) for k in keys], "key string")
+        .select("key", F.pmod(F.xxhash64("key"), F.lit(2)).cast("int"))
+        .collect()
+    )
+    big = (1 << 63) - 5  # two of them pass 2^63: a long's sum would overflow
 
+    def row(table: str, bucket: int, key: str, sign: int, values: dict[str, str], ck: int) -> tuple:
+        return (table, bucket, key, b"i", b"k", sign, values, 1, "insert", ck)
+
+    a0, a1 = [k for k in keys if home[k] == 0], [k for k in keys if home[k] == 1]
+    assert a0 and a1, home  # both buckets have a key at home (else pick other keys)
     state = spark.createDataFrame(
         [
-            row("a", 0, '["1"]', 1, {"n": "1"}),
-            row("a", 0, '["2"]', 1, {"n": "two"}),  # not an int
-            row("a", 1, '["3"]', 1, {"n": "x"}),  # not an int
-            row("a", 1, '["3"]', 1, {"n": "3"}),  # the same key again
-            row("a", 1, '["4"]', 0, {}),  # a tombstone: not written
-            row("b", 0, '[["n","y"]]', 1, {"n": "y"}),  # no key: copies
-            row("b", 0, '[["n","y"]]', 1, {"n": "y"}),
+            row("a", 0, a0[0], 1, {"n": "1"}, big),
+            row("a", 0, a1[0], 1, {"n": "two"}, big),  # not an int; not its key's bucket
+            row("a", 1, a1[-1], 1, {"n": "x"}, -big),  # not an int
+            row("a", 1, a0[-1], 0, {}, 99),  # a tombstone: not written, not counted
+            row("b", 0, '[["n","y"]]', 1, {"n": "y"}, 7),  # no key: copies, anywhere
+            row("b", 0, '[["n","y"]]', 1, {"n": "y"}, 7),
         ],
         STATE_DDL,
     )
     checks = {"a": [("n", "(row['n'] is not null and try_cast(row['n'] as int) is null)")],
               "b": [("n", "(row['n'] is not null and try_cast(row['n'] as int) is null)")]}  # fmt: skip
-    got = bucket_stats(state, live_rows(state, ["b"]), checks, keyed=["a"], ms_tables=["b"])
-    assert {k: (v["rows"], v["state_rows"], v["unfit"], v["dup_keys"]) for k, v in got.items()} == {
-        ("a", 0): (2, 2, {"n": 1}, 0),
-        ("a", 1): (2, 3, {"n": 1}, 1),
-        ("b", 0): (2, 2, {"n": 2}, 0),  # two copies of a row, both published
+    got = bucket_stats(state, live_rows(state, ["b"]), checks, keyed={"a": 2}, ms_tables=["b"])
+    assert {
+        k: (v["rows"], v["state_rows"], v["unfit"], v["dup_keys"], v["checksum"] % U64)
+        for k, v in got.items()
+    } == {
+        ("a", 0): (2, 2, {"n": 1}, 1, (2 * big) % U64),
+        ("a", 1): (1, 2, {"n": 1}, 0, -big % U64),
+        ("b", 0): (2, 2, {"n": 2}, 0, 14),  # two copies of a row, both published
     }
 
 
