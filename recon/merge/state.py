@@ -150,7 +150,7 @@ def bucket_stats(
     `checks` (column, SQL over `row`) the values that do not fit, and the rows of `keyed`
     tables (table -> its buckets) in a bucket their key does not hash to. One job, a sum per
     bucket, no shuffle of the rows (counting distinct keys per bucket was one: ~1 s per
-    million state rows, half an hour's statistics, for a count the fold's grouping by key
+    million state rows, nine tenths of the statistics, for a count the fold's grouping by key
     kept at 0). The live rows of a table with a key are its state rows of sign 1, counted in
     the same scan of the state (a union with `live` read the files twice: ~0.3 s an hour);
     those of a multiset table (`ms_tables`) are read from `live` (`live_rows`)."""
