@@ -29,6 +29,7 @@ from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import has_parquet
 from recon.merge.snapshot import load_watermark, read_snapshot_folder
+from recon.merge.state import checksum_of, checksum_sums
 from recon.publish.iceberg import load_table, snapshot_at_hour
 
 SAMPLES = 5
@@ -261,10 +262,8 @@ def reconcile_table(
 
 def _bucket_sums(df: DataFrame) -> dict[int, tuple[int, int]]:
     """(rows, checksum) per bucket: one scan."""
-    rows = df.groupBy("b").agg(
-        F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("ck")
-    )
-    return {int(r["b"]): (int(r["n"]), int(r["ck"] or 0)) for r in rows.collect()}
+    rows = df.groupBy("b").agg(F.count("*").alias("n"), *checksum_sums(F.col("h")))
+    return {int(r["b"]): (int(r["n"]), checksum_of(r)) for r in rows.collect()}
 
 
 def _keyed_diffs(td: DataFrame, sd: DataFrame, flight: DataFrame | None) -> DataFrame:
