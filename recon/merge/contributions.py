@@ -101,6 +101,13 @@ def lit_map(d: dict[str, Any]) -> Column:
     return F.create_map(*items)
 
 
+def key_bucket(buckets: dict[str, int]) -> Column:
+    """The bucket of a state row's `key`: its hash modulo its table's bucket count (`buckets`:
+    table -> count; NULL for a table not in it)."""
+    counts = F.create_map(*[x for t, n in buckets.items() for x in (F.lit(t), F.lit(n))])
+    return F.pmod(F.xxhash64("key"), counts[F.col("table")]).cast("int")
+
+
 def watermark_skips(
     ev: DataFrame, wm: Watermark, among: Column | None = None
 ) -> tuple[DataFrame, dict[str, int], dict[str, int]]:

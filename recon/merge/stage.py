@@ -39,6 +39,7 @@ from recon.merge.contributions import (
     STATE_COLS,
     STATE_DDL,
     contributions,
+    key_bucket,
     route_expr,
     row_key,
     watermark_skips,
@@ -298,8 +299,7 @@ class _HourMerge:
                 "loaded_in_hour": self.H,
                 "run_id": self.run_id,
             }
-        nb = F.create_map(*[x for n in self.names for x in (F.lit(n), F.lit(self.buckets_of(n)))])
-        bucket = F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int")
+        bucket = key_bucket({n: self.buckets_of(n) for n in self.names})
         self.contrib = kept_as_rows(
             contrib.withColumn("bucket", bucket)
             # its term of the bucket checksums, computed for the winners (`fold`)
@@ -347,13 +347,12 @@ class _HourMerge:
         rekey = [n for n in changing if not self.schemas[n].primary_key]
         if not rekey:
             return fixed
-        nb = F.create_map(*[x for n in rekey for x in (F.lit(n), F.lit(self.buckets_of(n)))])
         again = F.col("table").isin(rekey)
         return fixed.withColumn(
             "key", F.when(again, row_key(F.col("row"))).otherwise(F.col("key"))
         ).withColumn(
             "bucket",
-            F.when(again, F.pmod(F.xxhash64("key"), nb[F.col("table")]).cast("int")).otherwise(
+            F.when(again, key_bucket({n: self.buckets_of(n) for n in rekey})).otherwise(
                 F.col("bucket")
             ),
         )

@@ -12,7 +12,7 @@ from typing import TypedDict
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from recon.merge.contributions import STATE_COLS, with_checksum
+from recon.merge.contributions import STATE_COLS, key_bucket, with_checksum
 
 U64 = 1 << 64
 
@@ -212,9 +212,8 @@ def misplaced(keyed: dict[str, int]) -> Column:
     """A live row of a keyed table (table -> its buckets) in a bucket other than its key's."""
     if not keyed:
         return F.lit(False)
-    buckets = F.create_map(*[x for t, n in keyed.items() for x in (F.lit(t), F.lit(n))])
-    home = F.pmod(F.xxhash64("key"), buckets[F.col("table")]).cast("int")
-    return (F.col("r") == 1) & F.col("table").isin(list(keyed)) & (F.col("bucket") != home)
+    # another table's rows have no home bucket (NULL): not counted
+    return (F.col("r") == 1) & (F.col("bucket") != key_bucket(keyed))
 
 
 class EnteredCounts(TypedDict):
