@@ -167,8 +167,16 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
             mine[SHUFFLE_PARTITIONS] = str(cores)
         if slices > cores:  # slices the user chose: adaptive execution merges the empty ones
             mine.pop(ADAPTIVE, None)
-    before: dict[str, str | None] = {k: conf.get(k, None) for k in mine}
-    for k, v in mine.items():
+    with sql_conf(spark, mine):
+        yield
+
+
+@contextmanager
+def sql_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """The session's runtime `settings` inside the block, as they were after it."""
+    conf = spark.conf
+    before: dict[str, str | None] = {k: conf.get(k, None) for k in settings}
+    for k, v in settings.items():
         conf.set(k, v)
     try:
         yield
