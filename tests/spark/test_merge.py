@@ -284,6 +284,8 @@ def test_types_are_published_faithfully_and_add_column_extends_the_table(
     }
     # 0x1A: its order key's hex has a letter (`_cdc_order_key` below)
     write_hour(cfg, hour(0), [event(0x1A, "s.typed", "insert", None, row, TYPES, ["id"])])
+    icu = "spark.sql.icu.caseMappings.enabled"
+    case_mappings = spark.conf.get(icu)
     r0 = merge_hour(spark, cfg, hour(0), buckets=4)
     assert r0["tables"]["s.typed"]["schema_version"] == 1
     table = load_table(cfg, "s.typed")
@@ -314,7 +316,7 @@ def test_types_are_published_faithfully_and_add_column_extends_the_table(
     assert published.to_pylist() == [k.hex() for k in sent.to_pylist()]
     assert "a" in published[0].as_py()
     # by the JVM's case mappings inside publish only: the session's own setting is as it was
-    assert spark.conf.get("spark.sql.icu.caseMappings.enabled") == "true"
+    assert spark.conf.get(icu) == case_mappings
     # hour 1: ALTER TABLE ... ADD COLUMN seen as DDL, then a row that carries the new column
     t2 = {**TYPES, "note": "string"}
     row2 = {**row, "id": "7", "note": "hello"}
