@@ -173,7 +173,8 @@ def sized_for(spark: SparkSession, small: bool) -> Iterator[None]:
 
 @contextmanager
 def sql_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """The session's runtime `settings` inside the block, as they were after it."""
+    """The session's runtime `settings` set inside the block; once it ends, each is as it was
+    before (unset again where it was unset)."""
     conf = spark.conf
     before: dict[str, str | None] = {k: conf.get(k, None) for k in settings}
     for k, v in settings.items():
