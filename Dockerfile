@@ -1,11 +1,12 @@
-# The project image: Java 17 and the pinned venv of `make setup`, at /opt/recon. Every service
+# The project image: Java 17, a C compiler (setup builds the package's C module) and the pinned venv
+# of `make setup`, at /opt/recon. Every service
 # of docker-compose.yaml runs it: Airflow's api-server, scheduler, dag-processor, triggerer and
 # workers, and the Spark standalone master and workers (pyspark's own spark-class), so the
 # driver and the executors have the same Python, the same code and the same paths.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps curl make \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps curl make gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/recon

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build .venv from nothing: pinned dependencies, the pyspark fix-up, generated protobuf code,
-# the Spark class archive.
+# the package's C module, the Spark class archive.
 # Safe to re-run; it only reinstalls what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +39,8 @@ fi
 mkdir -p recon/_proto
 .venv/bin/python -m grpc_tools.protoc -Iproto --python_out=recon/_proto proto/*.proto
 touch recon/_proto/__init__.py
+# The C part of the package (the Tencent lane's read), compiled in place
+bash scripts/build-native.sh
 # Spark's classes in a class-data-sharing archive for the driver JVMs (recon/demo/class_archive.py): one
 # small sample run, only when the JDK, pyspark or its jars changed
 PATH="$PWD/.venv/bin:$PATH" PYSPARK_PYTHON="$PWD/.venv/bin/python" \

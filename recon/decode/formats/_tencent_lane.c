@@ -1,0 +1,664 @@
+/* The Tencent lane's read in C (recon.decode.formats.tencent_dts_pb, `TencentLane.read`).
+ *
+ * read(value, last_seq, spec_for, topic, partition, offset) reads one Kafka value the way
+ * `TencentLane.read` does and returns what it returns, (the last seqId, the row changes), or
+ * None where it does not read the message itself: anything but an Envelope of one segment
+ * whose Entries are BEGIN, DML entries, COMMIT, numbered without a gap, of row values it
+ * converts here (numbers, NULL, UTF-8 / ASCII / binary strings, DATETIME text already in its
+ * canonical form, bytes). None changes nothing: the caller reads the message in Python then,
+ * which gives the same answer or refuses it. So this file only has to be right about what it
+ * accepts, and refuses whatever Python's protobuf would parse differently or reject: every
+ * string field it meets is checked to be UTF-8, every known message field is parsed, a
+ * repeated singular field, a `properties` list, a field of the wrong wire type, a number out
+ * of its type's range all refuse.
+ *
+ * spec_for(columns, db, tbl): a DML entry's column list (each `Column` as its length and
+ * bytes, in order) -> (names tuple, logical-type codes bytes, key list, types dict), or None
+ * (refused); the caller caches it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+} Buf;
+
+/* codes of a column's logical type (`_LOGICAL_CODE` in the Python module) */
+enum { L_OTHER = 0, L_DATETIME = 1, L_TIMESTAMP = 2, L_TEXT = 3, L_UNKNOWN = 4 };
+/* Data.dataType */
+enum { DT_NIL = 0, DT_BYTES = 11, DT_STRING = 13, DT_NA = 14 };
+
+static int varint(Buf *b, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (b->p >= b->end) return -1;
+        uint8_t c = *b->p++;
+        if (shift == 63 && c > 1) return -1;
+        v |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* the next field: its number and wire type; a length-delimited one's bytes in `sub`, a
+ * varint's value in `v`; fixed-width ones skipped. -1: malformed or a group. */
+static int field(Buf *b, uint32_t *num, int *wt, uint64_t *v, Buf *sub) {
+    uint64_t tag;
+    if (varint(b, &tag) < 0) return -1;
+    *num = (uint32_t)(tag >> 3);
+    *wt = (int)(tag & 7);
+    if (tag >> 3 == 0 || tag >> 3 > 0x1FFFFFFF) return -1;
+    switch (*wt) {
+    case 0:
+        return varint(b, v);
+    case 1:
+        if (b->end - b->p < 8) return -1;
+        b->p += 8;
+        return 0;
+    case 5:
+        if (b->end - b->p < 4) return -1;
+        b->p += 4;
+        return 0;
+    case 2: {
+        uint64_t n;
+        if (varint(b, &n) < 0 || n > (uint64_t)(b->end - b->p)) return -1;
+        sub->p = b->p;
+        sub->end = b->p + n;
+        b->p += n;
+        return 0;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* UTF-8 as protobuf's `string` requires it (no surrogates, no overlong forms) */
+static int utf8_ok(Buf s) {
+    const uint8_t *p = s.p, *e = s.end;
+    while (p < e) {
+        uint8_t c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        int n;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 2;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (e - p <= n) return 0;
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+static PyObject *text(Buf s) {
+    return PyUnicode_DecodeUTF8((const char *)s.p, s.end - s.p, "strict");
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static PyObject *b64(Buf s) {
+    Py_ssize_t n = s.end - s.p, out = (n + 2) / 3 * 4;
+    PyObject *r = PyUnicode_New(out, 127);
+    if (!r) return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
+    const uint8_t *p = s.p;
+    Py_ssize_t i = 0, j = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        d[j++] = B64[v >> 18];
+        d[j++] = B64[(v >> 12) & 63];
+        d[j++] = B64[(v >> 6) & 63];
+        d[j++] = B64[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        d[j++] = B64[v >> 18];
+        d[j++] = B64[(v >> 12) & 63];
+        d[j++] = i + 1 < n ? B64[(v >> 6) & 63] : '=';
+        d[j++] = '=';
+    }
+    return r;
+}
+
+/* a charset as `_codec` reads it: 1 UTF-8, 2 ASCII, 3 binary, 0 anything else (refused) */
+static int charset_kind(Buf s) {
+    char lo[8];
+    Py_ssize_t n = s.end - s.p;
+    if (n == 0) return 1;
+    if (n > 7) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = s.p[i];
+        if (c >= 0x80 || c == 0) return 0; /* NUL: `strcmp` below would stop at it */
+        lo[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    lo[n] = 0;
+    if (!strcmp(lo, "utf8") || !strcmp(lo, "utf8mb3") || !strcmp(lo, "utf8mb4")) return 1;
+    if (!strcmp(lo, "ascii")) return 2;
+    if (!strcmp(lo, "binary")) return 3;
+    return 0;
+}
+
+/* One Data -> its canonical text (a new reference; Py_None for NULL). NULL with no error set:
+ * refused; NULL with an error set: failed. */
+static PyObject *value(Buf d, int code) {
+    Buf charset = {0, 0}, sv = {0, 0}, bv = {0, 0}, sub;
+    uint64_t dt = 0, v;
+    uint32_t num;
+    int wt, seen = 0;
+    while (d.p < d.end) {
+        if (field(&d, &num, &wt, &v, &sub) < 0) return NULL;
+        if (num >= 1 && num <= 4) {
+            if (seen & (1 << num)) return NULL;
+            seen |= 1 << num;
+            if ((num == 1) != (wt == 0) || (num != 1 && wt != 2)) return NULL;
+        }
+        if (num == 1) {
+            if (v > 0x7FFFFFFF) return NULL;
+            dt = v;
+        } else if (num == 2) {
+            if (!utf8_ok(sub)) return NULL;
+            charset = sub;
+        } else if (num == 3) {
+            if (!utf8_ok(sub)) return NULL;
+            sv = sub;
+        } else if (num == 4) {
+            bv = sub;
+        }
+    }
+    if (code == L_UNKNOWN || dt == DT_NA) return NULL;
+    if (dt == DT_NIL) Py_RETURN_NONE;
+    if (dt == DT_BYTES) {
+        if (code != L_TEXT) return b64(bv);
+        if (!utf8_ok(bv)) return NULL;
+        return text(bv);
+    }
+    if (dt != DT_STRING) return text(sv);
+    int kind = charset_kind(charset);
+    if (kind == 0) return NULL;
+    if (kind == 3) return b64(bv);
+    Buf src = (bv.p != bv.end || sv.p == sv.end) ? bv : sv;
+    if (src.p != bv.p || src.end != bv.end) {
+        /* sv: UTF-8 already */
+    } else if (kind == 2) {
+        for (const uint8_t *q = bv.p; q < bv.end; q++)
+            if (*q >= 0x80) return NULL;
+    } else if (!utf8_ok(bv)) {
+        return NULL;
+    }
+    if (code == L_TIMESTAMP) return NULL;
+    PyObject *t = text(src);
+    if (t && code == L_DATETIME &&
+        !(PyUnicode_GET_LENGTH(t) == 19 && PyUnicode_READ_CHAR(t, 10) == ' ')) {
+        Py_DECREF(t);
+        return NULL; /* not canonical as it stands: `normalize_datetime_text` in Python */
+    }
+    return t;
+}
+
+typedef struct {
+    PyObject *names; /* tuple */
+    const char *codes;
+    Py_ssize_t n;
+} Spec;
+
+/* One image (`oldColumns` or `newColumns` of a row: `count` Data at `datas`) -> its values
+ * list, every column there. NULL with no error: refused. */
+static PyObject *image(Buf row, uint32_t which, const Spec *spec) {
+    PyObject *vals = PyList_New(spec->n);
+    if (!vals) return NULL;
+    Py_ssize_t i = 0;
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt;
+    while (row.p < row.end) {
+        if (field(&row, &num, &wt, &v, &sub) < 0) goto refuse;
+        if (num != which) continue;
+        if (i >= spec->n) goto refuse; /* more values than columns: a DecodeError in Python */
+        PyObject *x = value(sub, spec->codes[i]);
+        if (!x) goto fail;
+        PyList_SET_ITEM(vals, i, x);
+        i++;
+    }
+    if (i != spec->n) goto refuse; /* columns left out: the row's own types, in Python */
+    return vals;
+refuse:
+    Py_DECREF(vals);
+    return NULL;
+fail:
+    Py_DECREF(vals);
+    return NULL;
+}
+
+/* a RowChange's fields checked (old and new values are Data lists; `properties` refused); 0
+ * when it is one the lane reads, and each Data inside is then read by `image` */
+static int row_ok(Buf row) {
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt;
+    while (row.p < row.end) {
+        if (field(&row, &num, &wt, &v, &sub) < 0) return -1;
+        if ((num == 1 || num == 2) && wt == 2) continue;
+        return -1; /* properties, a wrong wire type, or a field this file does not know */
+    }
+    return 0;
+}
+
+/* the values of an image whose op does not read it are still parsed by protobuf: checked */
+static int datas_ok(Buf row, uint32_t which) {
+    Buf sub, f;
+    uint64_t v, w;
+    uint32_t num, n2;
+    int wt, wt2;
+    while (row.p < row.end) {
+        if (field(&row, &num, &wt, &v, &sub) < 0) return -1;
+        if (num != which) continue;
+        int seen = 0;
+        while (sub.p < sub.end) {
+            if (field(&sub, &n2, &wt2, &w, &f) < 0) return -1;
+            if (n2 < 1 || n2 > 4 || (seen & (1 << n2))) return -1;
+            seen |= 1 << n2;
+            if ((n2 == 1) != (wt2 == 0) || (n2 != 1 && wt2 != 2)) return -1;
+            if ((n2 == 2 || n2 == 3) && !utf8_ok(f)) return -1;
+            if (n2 == 1 && w > 0x7FFFFFFF) return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    uint64_t seq_id, position, file_no;
+    uint32_t timestamp, message_type;
+    Buf file, gtid, db, tbl;
+    int has_file_digits_issue;
+} Header;
+
+static int header(Buf h, Header *out) {
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt, seen = 0;
+    memset(out, 0, sizeof *out);
+    while (h.p < h.end) {
+        if (field(&h, &num, &wt, &v, &sub) < 0) return -1;
+        if (num < 1 || num > 13) return -1; /* properties, or a field this file does not know */
+        if (seen & (1 << num)) return -1;
+        seen |= 1 << num;
+        int is_str = num == 6 || num == 8 || num == 9 || num == 10;
+        if (is_str ? wt != 2 : wt != 0) return -1;
+        if (is_str && !utf8_ok(sub)) return -1;
+        switch (num) {
+        case 1: case 2: case 5: case 12: case 13: break; /* not read */
+        case 3:
+            if (v > 0x7FFFFFFF) return -1;
+            out->message_type = (uint32_t)v;
+            break;
+        case 4:
+            if (v > 0xFFFFFFFFu) return -1;
+            out->timestamp = (uint32_t)v;
+            break;
+        case 6: out->file = sub; break;
+        case 7:
+            if (v > (uint64_t)INT64_MAX) return -1; /* `i64` refuses it in Python */
+            out->position = v;
+            break;
+        case 8: out->gtid = sub; break;
+        case 9: out->db = sub; break;
+        case 10: out->tbl = sub; break;
+        case 11: out->seq_id = v; break;
+        }
+    }
+    /* `binlog_file_number`: the digits the name ends with (ASCII only here) */
+    const uint8_t *e = out->file.end, *q = e;
+    while (q > out->file.p && q[-1] >= '0' && q[-1] <= '9') q--;
+    if (q > out->file.p && q[-1] >= 0x80) return -1; /* a digit of another script, maybe */
+    if (e > out->file.p && e[-1] == '\n') return -1;
+    uint64_t n = 0;
+    for (const uint8_t *d = q; d < e; d++) {
+        if (n > (UINT64_MAX - 9) / 10) return -1;
+        n = n * 10 + (uint64_t)(*d - '0');
+    }
+    out->file_no = n;
+    return 0;
+}
+
+enum { K_BEGIN, K_COMMIT, K_DML, K_OTHER };
+
+/* an Event: its kind as `_entry_kind` gives it (K_OTHER: anything the lane does not take),
+ * the BEGIN / COMMIT transaction id, the DMLEvent's bytes */
+static int event(Buf ev, uint32_t message_type, int *kind, Buf *txn, Buf *dml) {
+    Buf sub, f;
+    uint64_t v, w;
+    uint32_t num, n2;
+    int wt, wt2, seen = 0;
+    txn->p = txn->end = NULL;
+    while (ev.p < ev.end) {
+        if (field(&ev, &num, &wt, &v, &sub) < 0) return -1;
+        if (num < 1 || num > 3 || wt != 2 || (seen & (1 << num))) return -1;
+        seen |= 1 << num;
+        if (num == 2) {
+            *dml = sub;
+            continue;
+        }
+        int got = 0; /* BeginEvent{transactionId, threadId}, CommitEvent{transactionId} */
+        while (sub.p < sub.end) {
+            if (field(&sub, &n2, &wt2, &w, &f) < 0 || n2 > 2 || (got & (1 << n2))) return -1;
+            got |= 1 << n2;
+            if (n2 == 1 && wt2 == 2 && utf8_ok(f)) {
+                *txn = f;
+            } else if (!(num == 1 && n2 == 2 && wt2 == 0)) {
+                return -1;
+            }
+        }
+    }
+    if (seen != 0 && seen != 2 && seen != 4 && seen != 8) return -1; /* two bodies: Python */
+    if (seen & 2 || (message_type == 0 && seen == 0))
+        *kind = K_BEGIN;
+    else if (seen & 8 || message_type == 1)
+        *kind = K_COMMIT;
+    else if (seen & 4)
+        *kind = K_DML;
+    else
+        *kind = K_OTHER;
+    return 0;
+}
+
+static PyObject *str_or_none(Buf s) {
+    if (s.p == s.end) Py_RETURN_NONE;
+    return text(s);
+}
+
+static PyObject *S_INSERT, *S_UPDATE, *S_DELETE;
+
+typedef struct {
+    PyObject *spec_for, *topic, *partition, *offset;
+    uint8_t tail[12];
+} Rec;
+
+/* a DML entry's row changes, appended to `out` as (op, row, before, after); 1: refused */
+static int dml_changes(Buf dml, const Header *h, const Rec *rec, PyObject *out) {
+    Buf sub, cols_at = dml, rows_at;
+    uint64_t v, op_code = 0;
+    uint32_t num;
+    int wt, seen_type = 0;
+    Py_ssize_t cols_len = 0;
+    /* pass 1: the op, and the column list's bytes as the key `spec_for` takes */
+    while (dml.p < dml.end) {
+        if (field(&dml, &num, &wt, &v, &sub) < 0) return 1;
+        if (num == 1 && wt == 0) {
+            if (seen_type++) return 1;
+            op_code = v;
+        } else if (num == 2 && wt == 2) {
+            cols_len += 10 + (sub.end - sub.p);
+        } else if (!(num == 3 && wt == 2)) {
+            return 1;
+        }
+    }
+    PyObject *op = op_code == 0 ? S_INSERT : op_code == 1 ? S_UPDATE : op_code == 2 ? S_DELETE : NULL;
+    if (!op) return 1;
+    int has_before = op_code != 0, has_after = op_code != 2;
+    PyObject *key = PyBytes_FromStringAndSize(NULL, cols_len);
+    if (!key) return -1;
+    uint8_t *k = (uint8_t *)PyBytes_AS_STRING(key), *k0 = k;
+    for (dml = cols_at; dml.p < dml.end;) {
+        field(&dml, &num, &wt, &v, &sub);
+        if (num != 2) continue;
+        uint64_t n = (uint64_t)(sub.end - sub.p);
+        do {
+            *k++ = (uint8_t)((n & 0x7F) | (n > 0x7F ? 0x80 : 0));
+            n >>= 7;
+        } while (n);
+        memcpy(k, sub.p, sub.end - sub.p);
+        k += sub.end - sub.p;
+    }
+    if (_PyBytes_Resize(&key, k - k0) < 0) return -1;
+    PyObject *db = text(h->db), *tbl = db ? text(h->tbl) : NULL;
+    PyObject *got = tbl ? PyObject_CallFunctionObjArgs(rec->spec_for, key, db, tbl, NULL) : NULL;
+    Py_DECREF(key);
+    if (!got) {
+        Py_XDECREF(db);
+        Py_XDECREF(tbl);
+        return -1;
+    }
+    int rc = 1;
+    PyObject *gtid = NULL, *file = NULL, *pos = NULL, *seq = NULL, *tms = NULL;
+    Spec spec;
+    PyObject *pk, *types, *codes;
+    if (got == Py_None || !PyArg_ParseTuple(got, "O!O!OO", &PyTuple_Type, &spec.names,
+                                            &PyBytes_Type, &codes, &pk, &types)) {
+        PyErr_Clear();
+        goto done;
+    }
+    spec.n = PyTuple_GET_SIZE(spec.names);
+    spec.codes = PyBytes_AS_STRING(codes);
+    if (PyBytes_GET_SIZE(codes) != spec.n) goto done;
+    gtid = str_or_none(h->gtid);
+    file = str_or_none(h->file);
+    pos = PyLong_FromUnsignedLongLong(h->position);
+    seq = PyUnicode_FromFormat("%llu", (unsigned long long)h->seq_id);
+    tms = PyLong_FromLongLong((long long)h->timestamp * 1000);
+    if (!gtid || !file || !pos || !seq || !tms) {
+        rc = -1;
+        goto done;
+    }
+    uint8_t ok[40];
+    for (int i = 0; i < 8; i++) {
+        ok[i] = (uint8_t)(h->seq_id >> (56 - 8 * i));
+        ok[8 + i] = (uint8_t)(h->file_no >> (56 - 8 * i));
+        ok[16 + i] = (uint8_t)(h->position >> (56 - 8 * i));
+    }
+    memcpy(ok + 28, rec->tail, 12);
+    uint32_t row_i = 0;
+    for (rows_at = cols_at; rows_at.p < rows_at.end;) {
+        field(&rows_at, &num, &wt, &v, &sub);
+        if (num != 3) continue;
+        if (row_ok(sub) < 0) goto done;
+        PyObject *before = NULL, *after = NULL;
+        if (has_before) {
+            PyObject *vals = image(sub, 1, &spec);
+            if (!vals) {
+                rc = PyErr_Occurred() ? -1 : 1;
+                goto done;
+            }
+            before = Py_BuildValue("(ON)", spec.names, vals);
+            if (!before) {
+                rc = -1;
+                goto done;
+            }
+        } else if (datas_ok(sub, 1) < 0) {
+            goto done;
+        }
+        if (has_after) {
+            PyObject *vals = image(sub, 2, &spec);
+            if (!vals) {
+                Py_XDECREF(before);
+                rc = PyErr_Occurred() ? -1 : 1;
+                goto done;
+            }
+            after = Py_BuildValue("(ON)", spec.names, vals);
+            if (!after) {
+                Py_XDECREF(before);
+                rc = -1;
+                goto done;
+            }
+        } else if (datas_ok(sub, 2) < 0) {
+            Py_XDECREF(before);
+            goto done;
+        }
+        for (int i = 0; i < 4; i++) ok[24 + i] = (uint8_t)(row_i >> (24 - 8 * i));
+        PyObject *row = Py_BuildValue(
+            "(OOOOy#OOOOIOOOOOO)", db, tbl, pk, types, (const char *)ok, (Py_ssize_t)40, gtid,
+            file, pos, seq, row_i, Py_None, tms, Py_None, rec->topic, rec->partition, rec->offset);
+        PyObject *change = row ? Py_BuildValue("(ONNN)", op, row,
+                                               before ? before : Py_NewRef(Py_None),
+                                               after ? after : Py_NewRef(Py_None))
+                               : NULL;
+        if (!change || PyList_Append(out, change) < 0) {
+            Py_XDECREF(change);
+            rc = -1;
+            goto done;
+        }
+        Py_DECREF(change);
+        row_i++;
+    }
+    rc = 0;
+done:
+    Py_DECREF(got);
+    Py_DECREF(db);
+    Py_DECREF(tbl);
+    Py_XDECREF(gtid);
+    Py_XDECREF(file);
+    Py_XDECREF(pos);
+    Py_XDECREF(seq);
+    Py_XDECREF(tms);
+    return rc;
+}
+
+/* the Envelope's `data` when it is one segment of version 1 (0: not one the lane reads) */
+static int envelope(Buf b, Buf *data) {
+    Buf sub;
+    uint64_t v, version = 0, total = 0, index = 0;
+    uint32_t num;
+    int wt, seen = 0;
+    data->p = data->end = b.p;
+    while (b.p < b.end) {
+        if (field(&b, &num, &wt, &v, &sub) < 0) return 0;
+        if (num < 1 || num > 4 || (seen & (1 << num))) return 0;
+        seen |= 1 << num;
+        if ((num == 4) != (wt == 2) || (num != 4 && wt != 0)) return 0;
+        if (num == 1) version = v;
+        if (num == 2) total = v;
+        if (num == 3) index = v;
+        if (num == 4) *data = sub;
+    }
+    return version == 1 && (total == 0 || total == 1) && index == 0;
+}
+
+/* the changes with the transaction id filled in (the rows are this call's own tuples) */
+static void fill_txn(PyObject *changes, PyObject *txn) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(changes); i++) {
+        PyObject *row = PyTuple_GET_ITEM(PyList_GET_ITEM(changes, i), 1);
+        PyObject *old = PyTuple_GET_ITEM(row, 10);
+        PyTuple_SET_ITEM(row, 10, Py_NewRef(txn));
+        Py_DECREF(old);
+    }
+}
+
+static PyObject *lane_read(PyObject *self, PyObject *args) {
+    Py_buffer value;
+    PyObject *last_obj;
+    Rec rec;
+    if (!PyArg_ParseTuple(args, "y*O!OOO!O!", &value, &PyLong_Type, &last_obj, &rec.spec_for,
+                          &rec.topic, &PyLong_Type, &rec.partition, &PyLong_Type, &rec.offset))
+        return NULL;
+    PyObject *changes = NULL, *result = NULL, *begun = NULL, *committed = NULL;
+    unsigned long long last_seq = PyLong_AsUnsignedLongLong(last_obj);
+    long long part = PyLong_AsLongLong(rec.partition), off = PyLong_AsLongLong(rec.offset);
+    if (PyErr_Occurred() || part < 0 || part > 0xFFFFFFFFLL || off < 0) {
+        PyErr_Clear();
+        goto refuse;
+    }
+    for (int i = 0; i < 4; i++) rec.tail[i] = (uint8_t)((uint64_t)part >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++) rec.tail[4 + i] = (uint8_t)((uint64_t)off >> (56 - 8 * i));
+    Buf b = {value.buf, (const uint8_t *)value.buf + value.len}, data, ent, sub, f;
+    uint64_t v;
+    uint32_t num, n2;
+    int wt, wt2;
+    if (!envelope(b, &data)) goto refuse;
+    Py_ssize_t items = 0;
+    for (Buf c = data; c.p < c.end; items++) {
+        if (field(&c, &num, &wt, &v, &sub) < 0 || num != 1 || wt != 2) goto refuse;
+    }
+    if (items < 3) goto refuse;
+    changes = PyList_New(0);
+    if (!changes) goto fail;
+    Py_ssize_t i = 0;
+    for (Buf c = data; c.p < c.end; i++) {
+        field(&c, &num, &wt, &v, &ent);
+        Buf hb = {0, 0}, eb = {0, 0}, txn, dml;
+        int seen = 0;
+        while (ent.p < ent.end) { /* Entry{header, event} */
+            if (field(&ent, &n2, &wt2, &v, &f) < 0 || n2 < 1 || n2 > 2 || wt2 != 2) goto refuse;
+            if (seen & (1 << n2)) goto refuse;
+            seen |= 1 << n2;
+            if (n2 == 1) hb = f; else eb = f;
+        }
+        Header h;
+        int kind;
+        if (header(hb, &h) < 0 || event(eb, h.message_type, &kind, &txn, &dml) < 0) goto refuse;
+        if (h.seq_id) {
+            if (last_seq && h.seq_id - 1 > last_seq) goto refuse; /* a gap: the decoder counts it */
+            if (h.seq_id > last_seq) last_seq = h.seq_id;
+        }
+        if (i == 0 && kind == K_BEGIN) {
+            begun = txn.p != txn.end ? text(txn) : str_or_none(h.gtid);
+            if (!begun) goto fail;
+        } else if (i == items - 1 && kind == K_COMMIT) {
+            committed = txn.p != txn.end ? text(txn) : str_or_none(h.gtid);
+            if (!committed) goto fail;
+        } else if (i > 0 && i < items - 1 && kind == K_DML) {
+            int rc = dml_changes(dml, &h, &rec, changes);
+            if (rc < 0) goto fail;
+            if (rc > 0) goto refuse;
+        } else {
+            goto refuse;
+        }
+    }
+    /* `_whole_transaction`'s id: BEGIN's, else COMMIT's */
+    fill_txn(changes, begun != Py_None || committed == Py_None ? begun : committed);
+    result = Py_BuildValue("(KO)", last_seq, changes);
+    goto out;
+refuse:
+    result = Py_NewRef(Py_None);
+    goto out;
+fail:
+    result = NULL;
+out:
+    Py_XDECREF(changes);
+    Py_XDECREF(begun);
+    Py_XDECREF(committed);
+    PyBuffer_Release(&value);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"read", lane_read, METH_VARARGS, "TencentLane.read in C: (last seqId, changes) or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_tencent_lane", NULL, -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__tencent_lane(void) {
+    S_INSERT = PyUnicode_InternFromString("insert");
+    S_UPDATE = PyUnicode_InternFromString("update");
+    S_DELETE = PyUnicode_InternFromString("delete");
+    if (!S_INSERT || !S_UPDATE || !S_DELETE) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,14 @@
+"""The C module `_tencent_lane.c` (built by `make setup`)."""
+
+from collections.abc import Callable
+from typing import Any
+
+def read(
+    value: bytes | None,
+    last_seq: int,
+    spec_for: Callable[[bytes, str, str], Any],
+    topic: str,
+    partition: int,
+    offset: int,
+) -> tuple[int, list[tuple[Any, ...]]] | None:
+    """`TencentLane.read` of one Kafka value, or None: left to the Python read."""
