@@ -16,6 +16,6 @@ if [ -z "$cc" ]; then
   exit 1
 fi
 inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-"$cc" -O2 -Wall -Wextra -Wno-unused-parameter -Werror -shared -fPIC -I"$inc" "$src" -o "$so.tmp"
+"$cc" -O2 -Wall -Wextra -Wno-unused-parameter -shared -fPIC -I"$inc" "$src" -o "$so.tmp"
 mv "$so.tmp" "$so"
 echo "setup: built $so"
