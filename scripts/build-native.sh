@@ -16,6 +16,10 @@ if [ -z "$cc" ]; then
   exit 1
 fi
 inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+if [ ! -f "$inc/Python.h" ]; then
+  echo "setup: $PY has no C headers ($inc/Python.h) to build $src; install them (Debian: apt-get install python3-dev) and run make setup again" >&2
+  exit 1
+fi
 "$cc" -O2 -Wall -Wextra -Wno-unused-parameter -shared -fPIC -I"$inc" "$src" -o "$so.tmp"
 mv "$so.tmp" "$so"
 echo "setup: built $so"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian packages the tests run for real: a throwaway MariaDB server (mariadbd), its JDBC
+# Debian packages the tests run for real, and the C compiler setup needs: a throwaway MariaDB server (mariadbd), its JDBC
 # driver for Spark, a throwaway PostgreSQL server, and Chromium to read the HTML reports headless. Installed only when missing; needs root (CI runs as root). Without root it
 # names the command to run and stops, so a missing server never turns into a skipped test.
 set -euo pipefail
@@ -9,6 +9,8 @@ command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # PostgreSQL: Airflow's metadata database and the Iceberg catalog in the production-path tests
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# a C compiler for the package's C module (scripts/build-native.sh; the Dockerfile has its own)
+command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -12,9 +12,9 @@
  * repeated singular field, a `properties` list, a field of the wrong wire type, a number out
  * of its type's range all refuse.
  *
- * spec_for(columns, db, tbl): a DML entry's column list (each `Column` as its length and
- * bytes, in order) -> (names tuple, logical-type codes bytes, key list, types dict), or None
- * (refused); the caller caches it.
+ * spec_for(columns, db, tbl): a DML entry's column list (its `columns` fields as written: a
+ * DMLEvent holding only them) -> (names tuple, logical-type codes bytes, key list, types dict),
+ * or None (refused); the caller caches it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -162,33 +162,42 @@ static int charset_kind(Buf s) {
     return 0;
 }
 
+typedef struct {
+    uint64_t dt;
+    Buf charset, sv, bv;
+} Data;
+
+/* One Data{dataType, charset, sv, bv} read and checked as protobuf would (its strings UTF-8;
+ * a repeated field, a wrong wire type or a data type past 32 bits refused: -1). */
+static int data(Buf d, Data *out) {
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt, seen = 0;
+    memset(out, 0, sizeof *out);
+    while (d.p < d.end) {
+        if (field(&d, &num, &wt, &v, &sub) < 0) return -1;
+        if (num < 1 || num > 4) continue; /* unknown to the schema: kept aside by protobuf */
+        if (seen & (1 << num)) return -1;
+        seen |= 1 << num;
+        if ((num == 1) != (wt == 0) || (num != 1 && wt != 2)) return -1;
+        if (num == 1 && v > 0x7FFFFFFF) return -1;
+        if ((num == 2 || num == 3) && !utf8_ok(sub)) return -1;
+        if (num == 1) out->dt = v;
+        if (num == 2) out->charset = sub;
+        if (num == 3) out->sv = sub;
+        if (num == 4) out->bv = sub;
+    }
+    return 0;
+}
+
 /* One Data -> its canonical text (a new reference; Py_None for NULL). NULL with no error set:
  * refused; NULL with an error set: failed. */
 static PyObject *value(Buf d, int code) {
-    Buf charset = {0, 0}, sv = {0, 0}, bv = {0, 0}, sub;
-    uint64_t dt = 0, v;
-    uint32_t num;
-    int wt, seen = 0;
-    while (d.p < d.end) {
-        if (field(&d, &num, &wt, &v, &sub) < 0) return NULL;
-        if (num >= 1 && num <= 4) {
-            if (seen & (1 << num)) return NULL;
-            seen |= 1 << num;
-            if ((num == 1) != (wt == 0) || (num != 1 && wt != 2)) return NULL;
-        }
-        if (num == 1) {
-            if (v > 0x7FFFFFFF) return NULL;
-            dt = v;
-        } else if (num == 2) {
-            if (!utf8_ok(sub)) return NULL;
-            charset = sub;
-        } else if (num == 3) {
-            if (!utf8_ok(sub)) return NULL;
-            sv = sub;
-        } else if (num == 4) {
-            bv = sub;
-        }
-    }
+    Data x;
+    if (data(d, &x) < 0) return NULL;
+    uint64_t dt = x.dt;
+    Buf charset = x.charset, sv = x.sv, bv = x.bv;
     if (code == L_UNKNOWN || dt == DT_NA) return NULL;
     if (dt == DT_NIL) Py_RETURN_NONE;
     if (dt == DT_BYTES) {
@@ -200,13 +209,12 @@ static PyObject *value(Buf d, int code) {
     int kind = charset_kind(charset);
     if (kind == 0) return NULL;
     if (kind == 3) return b64(bv);
-    Buf src = (bv.p != bv.end || sv.p == sv.end) ? bv : sv;
-    if (src.p != bv.p || src.end != bv.end) {
-        /* sv: UTF-8 already */
-    } else if (kind == 2) {
+    int from_bv = bv.p != bv.end || sv.p == sv.end; /* `_value`'s choice; sv is UTF-8 already */
+    Buf src = from_bv ? bv : sv;
+    if (from_bv && kind == 2) {
         for (const uint8_t *q = bv.p; q < bv.end; q++)
             if (*q >= 0x80) return NULL;
-    } else if (!utf8_ok(bv)) {
+    } else if (from_bv && !utf8_ok(bv)) {
         return NULL;
     }
     if (code == L_TIMESTAMP) return NULL;
@@ -240,16 +248,13 @@ static PyObject *image(Buf row, uint32_t which, const Spec *spec) {
         if (num != which) continue;
         if (i >= spec->n) goto refuse; /* more values than columns: a DecodeError in Python */
         PyObject *x = value(sub, spec->codes[i]);
-        if (!x) goto fail;
+        if (!x) goto refuse; /* or failed, with the error set */
         PyList_SET_ITEM(vals, i, x);
         i++;
     }
     if (i != spec->n) goto refuse; /* columns left out: the row's own types, in Python */
     return vals;
 refuse:
-    Py_DECREF(vals);
-    return NULL;
-fail:
     Py_DECREF(vals);
     return NULL;
 }
@@ -271,22 +276,14 @@ static int row_ok(Buf row) {
 
 /* the values of an image whose op does not read it are still parsed by protobuf: checked */
 static int datas_ok(Buf row, uint32_t which) {
-    Buf sub, f;
-    uint64_t v, w;
-    uint32_t num, n2;
-    int wt, wt2;
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt;
+    Data x;
     while (row.p < row.end) {
         if (field(&row, &num, &wt, &v, &sub) < 0) return -1;
-        if (num != which) continue;
-        int seen = 0;
-        while (sub.p < sub.end) {
-            if (field(&sub, &n2, &wt2, &w, &f) < 0) return -1;
-            if (n2 < 1 || n2 > 4 || (seen & (1 << n2))) return -1;
-            seen |= 1 << n2;
-            if ((n2 == 1) != (wt2 == 0) || (n2 != 1 && wt2 != 2)) return -1;
-            if ((n2 == 2 || n2 == 3) && !utf8_ok(f)) return -1;
-            if (n2 == 1 && w > 0x7FFFFFFF) return -1;
-        }
+        if (num == which && data(sub, &x) < 0) return -1;
     }
     return 0;
 }
@@ -295,7 +292,6 @@ typedef struct {
     uint64_t seq_id, position, file_no;
     uint32_t timestamp, message_type;
     Buf file, gtid, db, tbl;
-    int has_file_digits_issue;
 } Header;
 
 static int header(Buf h, Header *out) {
@@ -407,14 +403,14 @@ static int dml_changes(Buf dml, const Header *h, const Rec *rec, PyObject *out) 
     uint32_t num;
     int wt, seen_type = 0;
     Py_ssize_t cols_len = 0;
-    /* pass 1: the op, and the column list's bytes as the key `spec_for` takes */
+    /* pass 1: the op, and the column list's fields as the key `spec_for` takes */
     while (dml.p < dml.end) {
         if (field(&dml, &num, &wt, &v, &sub) < 0) return 1;
         if (num == 1 && wt == 0) {
             if (seen_type++) return 1;
             op_code = v;
         } else if (num == 2 && wt == 2) {
-            cols_len += 10 + (sub.end - sub.p);
+            cols_len += 11 + (sub.end - sub.p);
         } else if (!(num == 3 && wt == 2)) {
             return 1;
         }
@@ -429,6 +425,7 @@ static int dml_changes(Buf dml, const Header *h, const Rec *rec, PyObject *out) 
         field(&dml, &num, &wt, &v, &sub);
         if (num != 2) continue;
         uint64_t n = (uint64_t)(sub.end - sub.p);
+        *k++ = 0x12; /* field 2, length-delimited */
         do {
             *k++ = (uint8_t)((n & 0x7F) | (n > 0x7F ? 0x80 : 0));
             n >>= 7;

@@ -150,11 +150,11 @@ class _Columns:
     (shared by those rows' events: not to be changed)."""
 
 
-def _entries_class() -> Any:
-    """`Entries` with each `DMLEvent.columns` read as its bytes, not as a `Column`: the events
-    of a table repeat one column list, and its bytes are the key of what it says (`_columns`),
-    where reading every column's three fields to make that key was a tenth of the decode. The
-    wire format is the same (a message field is length-delimited bytes)."""
+def _column_bytes_pool() -> descriptor_pool.DescriptorPool:
+    """The protocol with each `DMLEvent.columns` read as its bytes, not as a `Column`: the
+    events of a table repeat one column list, and its bytes are the key of what it says
+    (`_columns`), where reading every column's three fields to make that key was a tenth of the
+    decode. The wire format is the same (a message field is length-delimited bytes)."""
     fdp = descriptor_pb2.FileDescriptorProto()
     pb.DESCRIPTOR.CopyToProto(fdp)
     fdp.name = "recon/tencent_subscribe_column_bytes.proto"
@@ -164,15 +164,20 @@ def _entries_class() -> Any:
     columns.ClearField("type_name")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("subscribe.Entries"))
+    return pool
 
 
-_Entries = _entries_class()
+_POOL = _column_bytes_pool()
+_Entries: Any = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("subscribe.Entries"))
+_DmlColumns: Any = message_factory.GetMessageClass(
+    _POOL.FindMessageTypeByName("subscribe.DMLEvent")
+)
+"""A DMLEvent of `_column_bytes_pool`: the C read's column list (its `columns` fields) read."""
 
 
 @functools.lru_cache(maxsize=1024)
 def _columns(raw: tuple[bytes, ...]) -> _Columns:
-    """`raw`: the serialized `Column`s of a `DMLEvent.columns` (`_entries_class`), the cache
+    """`raw`: the serialized `Column`s of a `DMLEvent.columns` (`_column_bytes_pool`), the cache
     key; each is parsed here, once per distinct list."""
     spec = []
     for b in raw:
@@ -476,14 +481,14 @@ class TencentLane(Lane):
         return self.read_in_python(rec)
 
     def native_spec(self, columns: bytes, db: str, tbl: str) -> _NativeSpec | None:
-        """A DML entry's column list (`columns`: each `Column` as its length and bytes) as
-        the C read takes it: the names, a code per column's logical type (`_LOGICAL_CODE`), the
+        """A DML entry's column list (`columns`: its `columns` fields as written) as the C
+        read takes it: the names, a code per column's logical type (`_LOGICAL_CODE`), the
         key and the types, the objects `_DmlCommon` gives its rows; None (the C read leaves the
         entry to Python) when two columns share a name. Cached per lane."""
         key = (columns, db, tbl)
         if key in self.specs:
             return self.specs[key]
-        spec = _columns(tuple(_length_delimited(columns)))
+        spec = _columns(tuple(_DmlColumns.FromString(columns).columns))
         pk = spec.pk or list(self.dec.ctx.primary_keys.get(f"{db}.{tbl}", []))
         codes = bytes(_LOGICAL_CODE.get(t, 0) for t in spec.logical)
         got = None
@@ -548,23 +553,6 @@ TencentDtsPbDecoder.lane = TencentLane
 _NativeSpec = tuple[tuple[str, ...], bytes, list[str], dict[str, str]]
 _LOGICAL_CODE = {"datetime": 1, "timestamp": 2, **dict.fromkeys(_TEXT_LOGICAL, 3), "unknown": 4}
 """A column's logical type as the C read codes it (0: any other)."""
-
-
-def _length_delimited(data: bytes) -> list[bytes]:
-    """`data` as the pieces it holds, each written as its length (a varint) and its bytes."""
-    out, i = [], 0
-    while i < len(data):
-        n = shift = 0
-        while True:
-            b = data[i]
-            i += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
-        out.append(data[i : i + n])
-        i += n
-    return out
 
 
 def _lane_image(image: dict[str, str | None] | None) -> Image | None:
