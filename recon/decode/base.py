@@ -234,6 +234,15 @@ class SharedMemberJson:
         except Exception:  # noqa: BLE001 - msgspec refused it: orjson says why, as before
             return orjson.loads(value)
 
+    def known_opening(self, value: bytes) -> tuple[Any, int] | None:
+        """(the member's object, where the members after it begin) of a message that opens
+        with the member as a text seen before (`recent`, the prefix `__call__` reads first);
+        None for any other."""
+        for prefix, obj in self.recent:
+            if value.startswith(prefix):
+                return obj, len(prefix)
+        return None
+
     def _after(self, value: bytes, start: int, obj: Any) -> dict[str, Any] | None:
         """The message whose shared member (`obj`) is followed by a comma at `start - 1`: the
         other members, read as an object of their own (one of them the shared member again:

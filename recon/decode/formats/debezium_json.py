@@ -37,6 +37,11 @@ from recon.decode.lane import Lane, LaneRows
 from recon.decode.stats import Stat
 from recon.errors import DecodeError
 
+try:  # built by `make setup` (scripts/build-native.sh); without it the lane reads in Python
+    from recon.decode.formats import _debezium_lane as _native
+except ImportError:  # pragma: no cover - a checkout that was not set up
+    _native = None  # type: ignore[assignment]
+
 _SNAPSHOT_TRUE = {
     "true",
     "first",
@@ -238,7 +243,7 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         (
             ev.order_key, ev.gtid, ev.binlog_file, ev.binlog_pos, ev.event_index, ev.txn_id,
             ev.event_time_ms,
-        ) = _position(rec, source, payload)  # fmt: skip
+        ) = _position(rec, source, payload.get("transaction"))  # fmt: skip
         ev.topic, ev.partition, ev.offset = rec.topic, rec.partition, rec.offset
         self.sink.events.append(ev)
 
@@ -282,9 +287,9 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
         return _shared_key(key if isinstance(key, dict) else ())
 
 
-def _position(rec: RawRecord, source: dict, payload: dict) -> tuple[Any, ...]:
+def _position(rec: RawRecord, source: dict, transaction: Any) -> tuple[Any, ...]:
     """An event's (order key, gtid, binlog file, binlog position, row, transaction id, source
-    time) from its message's `source` and `payload`."""
+    time) from its message's `source` and its payload's `transaction`."""
     file, pos = source.get("file") or None, source.get("pos")
     row = int(source.get("row") or 0)
     gtid = text_or_none(source.get("gtid") or None, "source.gtid")
@@ -295,7 +300,7 @@ def _position(rec: RawRecord, source: dict, payload: dict) -> tuple[Any, ...]:
     ts = source.get("ts_ms")
     if ts is None and source.get("ts_sec") is not None:
         ts = int(source["ts_sec"]) * 1000
-    tx = payload.get("transaction") or {}
+    tx = transaction or {}
     return (
         ok,
         gtid,
@@ -546,10 +551,20 @@ class DebeziumLane(Lane):
         self, rec: RawRecord
     ) -> tuple[Op, tuple[Any, ...], LaneImage | None, LaneImage | None] | None:
         """The record's (op, row, before, after), read as `DebeziumJsonDecoder.handle` reads
-        it; None (or an error) when it is not one the lane takes."""
+        it; None (or an error) when it is not one the lane takes. A message whose schema text
+        was seen before has the rest read by C (`_debezium_lane.c`: the same answer, or None
+        for what it leaves to this read)."""
         value = rec.value
         if not value or value[:1] in _NULL_OPENINGS:
             return None
+        if _native is not None:
+            known = _PARSE.known_opening(value)
+            if known is not None and type(known[0]) is dict:
+                table = self.table_of(known[0])
+                if table.native is not None:
+                    got = _native.read(value, known[1], table.native)
+                    if got is not None:
+                        return self.row(rec, table, *got)
         msg = self.parse(value)
         if type(msg) is not dict or len(msg) != 2:
             return None
@@ -559,22 +574,40 @@ class DebeziumLane(Lane):
         op_code, source = payload.get("op"), payload.get("source") or {}
         if op_code not in _LANE_OPS or type(source) is not dict:
             return None
+        table = self.table_of(schema)
+        if table.types is None:
+            return None
+        before = table.image(payload.get("before"), "before")
+        after = table.image(payload.get("after"), "after")
+        return self.row(rec, table, op_code, source, payload.get("transaction"), before, after)
+
+    def table_of(self, schema: dict[str, Any]) -> _LaneSchema:
+        if schema is not self.schema:  # most messages share their table's schema object
+            self.table = _LANE_SCHEMA(schema)
+            self.schema = schema
+        assert self.table is not None
+        return self.table
+
+    def row(
+        self,
+        rec: RawRecord,
+        table: _LaneSchema,
+        op_code: str,
+        source: dict[str, Any],
+        transaction: Any,
+        before: LaneImage | None,
+        after: LaneImage | None,
+    ) -> tuple[Op, tuple[Any, ...], LaneImage | None, LaneImage | None] | None:
+        """`read`'s answer from a message's op code (one of `_LANE_OPS`), `source`, payload
+        `transaction` and images; None when the lane does not take it."""
         db, tbl = source.get("db"), source.get("table")
         if type(db) is not str or type(tbl) is not str or not db or not tbl:
             return None
         op = _op(op_code, source.get("snapshot"))
-        if schema is not self.schema:  # most messages share their table's schema object
-            self.table = _LANE_SCHEMA(schema)
-            self.schema = schema
-        table = self.table
-        if table is None or table.types is None:
-            return None
-        before = table.image(payload.get("before"), "before")
-        after = table.image(payload.get("after"), "after")
         if (before if op == "delete" else after) is None:
             return None
         pk = self.dec._key_columns(rec, db, tbl)
-        ok, gtid, file, pos, row, txn, ts = _position(rec, source, payload)
+        ok, gtid, file, pos, row, txn, ts = _position(rec, source, transaction)
         lane_row = (  # `LANE_COLUMNS`
             db, tbl, pk, table.types, ok, gtid, file, pos, None, row, txn, ts, table.defaults,
             rec.topic, rec.partition, rec.offset,
@@ -598,11 +631,16 @@ class _LaneSchema:
         before, after = self.parts.get("before"), self.parts.get("after")
         self.types: dict[str, str] | None = None
         self.defaults: dict[str, str] | None = None
+        self.native: tuple[Any, ...] | None = None
+        """What the C read needs (`_debezium_lane.c`'s spec): per part, its columns' names (as
+        str and UTF-8), converters, and how C converts their values itself (`_native_kind`);
+        None: C does not read this schema's messages."""
         if fields.get("after") and before is not None and after is not None:
             if before.types == after.types:
                 self.types = after.types
                 if after.defaults:
                     self.defaults = _defaults(fields["after"], after.types) or None
+                self.native = _native_spec(fields, before, after)
 
     def image(self, img: Any, which: str) -> LaneImage | None:
         """An image as (column names, values as text), as `_image` gives it; an error (the
@@ -616,6 +654,47 @@ class _LaneSchema:
         return tuple(img), [
             v if type(v) is str and c in plain else convs[c](v) for c, v in img.items()
         ]
+
+
+def _native_spec(fields: _Fields, before: _Part, after: _Part) -> tuple[Any, ...] | None:
+    """`_LaneSchema.native` of a schema's two parts (None: a column name that is not UTF-8)."""
+    try:
+        return tuple(
+            (
+                tuple(p.types),
+                tuple(c.encode() for c in p.types),
+                tuple(p.convs[c] for c in p.types),
+                bytes(_native_kind(fields[which][c][1], c in p.plain)[0] for c in p.types),
+                tuple(_native_kind(fields[which][c][1], c in p.plain)[1] for c in p.types),
+            )
+            for which, p in (("before", before), ("after", after))
+        )
+    except UnicodeEncodeError:
+        return None
+
+
+_NATIVE_TEMPORAL = {
+    "io.debezium.time.Timestamp": 3,
+    "io.debezium.time.MicroTimestamp": 4,
+    "io.debezium.time.Date": 5,
+}
+
+
+def _native_kind(f: dict[str, Any], plain: bool) -> tuple[int, int]:
+    """(how C converts a column's values, a DECIMAL's scale), as `_converter` chose its
+    converter: 0 plain (a string kept, an integer written out), 2 a DECIMAL of scale 1-100
+    (its base64), 3-5 a Timestamp, MicroTimestamp or Date (its integer), 1 the converter for
+    every value (C then calls it; it also does for what the kinds above do not cover)."""
+    name = f.get("name") or ""
+    if name == "org.apache.kafka.connect.data.Decimal":
+        try:
+            scale = int((f.get("parameters") or {}).get("scale", 0))
+        except (TypeError, ValueError):
+            return 1, 0
+        return (2, scale) if 1 <= scale <= 100 else (1, 0)
+    if name in _TEMPORAL:
+        return _NATIVE_TEMPORAL.get(name, 1), 0
+    return (0 if plain else 1), 0
 
 
 _LANE_SCHEMA = PerObject(_LaneSchema)
