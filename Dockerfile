@@ -1,4 +1,4 @@
-# The project image: Java 17, a C compiler (setup builds the package's C module) and the pinned venv
+# The project image: Java 17, a C compiler (setup builds the package's C modules) and the pinned venv
 # of `make setup`, at /opt/recon. Every service
 # of docker-compose.yaml runs it: Airflow's api-server, scheduler, dag-processor, triggerer and
 # workers, and the Spark standalone master and workers (pyspark's own spark-class), so the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build .venv from nothing: pinned dependencies, the pyspark fix-up, generated protobuf code,
-# the package's C module, the Spark class archive.
+# the package's C modules, the Spark class archive.
 # Safe to re-run; it only reinstalls what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."

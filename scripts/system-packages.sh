@@ -9,7 +9,7 @@ command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # PostgreSQL: Airflow's metadata database and the Iceberg catalog in the production-path tests
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
-# a C compiler for the package's C module (scripts/build-native.sh; the Dockerfile has its own)
+# a C compiler for the package's C modules (scripts/build-native.sh; the Dockerfile has its own)
 command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
