@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The C part of the package, compiled in place (build outputs, never committed, as the
 # protobuf code): recon/decode/formats/_tencent_lane.c and _debezium_lane.c, the Tencent and
-# Debezium lanes' reads. Each again only when its source is newer than its module or the
-# module is missing.
+# Debezium lanes' reads (with _utf8.h, which both include). Each again only when its source or
+# the header is newer than its module, or the module is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -10,7 +10,7 @@ suffix=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"
 todo=()
 for src in recon/decode/formats/_tencent_lane.c recon/decode/formats/_debezium_lane.c; do
   so="${src%.c}$suffix"
-  if [ ! -f "$so" ] || [ "$src" -nt "$so" ]; then
+  if [ ! -f "$so" ] || [ "$src" -nt "$so" ] || [ recon/decode/formats/_utf8.h -nt "$so" ]; then
     todo+=("$src")
   fi
 done

@@ -156,6 +156,9 @@ _EDGE_SOURCES = [  # (the source's members, whether C reads the message itself)
     (_SRC + ',"x":{"a":[1,{"b":[]}],"c":"\\t"}', True), (_SRC + ',"pos":4.0', False),
     (_SRC + ',"x":1.5', False), (_SRC + ',"file":["a"]', False), ('"table":"orders"', False),
     (_SRC + ',"x":"\\udc00"', False), (_SRC + ',"x":"\\ud800"', False), (_SRC + ',"x":"\\q"', False),
+    # a skipped member's text that is not UTF-8: a surrogate, overlong, beyond U+10FFFF, 0xFF
+    (_SRC + ',"x":"\udced\udca0\udc80"', False), (_SRC + ',"x":"\udce0\udc80\udc80"', False),
+    (_SRC + ',"x":"\udcf4\udc90\udc80\udc80"', False), (_SRC + ',"x":"a\udcff"', False),
     (_SRC + ',"x":"\x01"', False), (_SRC + ',"x":[1,]', False), (_SRC + ',"x":{"a":1,}', False),
 ]  # fmt: skip
 

@@ -283,13 +283,21 @@ def _entries_marked(where: str) -> list[pb.Entry]:
 
 
 @pytest.mark.parametrize("where", ["begin.gtid", "old.sv", "new.sv", "commit.txn"])
-def test_the_c_read_refuses_text_that_is_not_utf8_where_it_reads_no_value(where: str) -> None:
+@pytest.mark.parametrize(
+    "not_utf8",
+    [b"\xc2\xc2\xa7\xa7", b"\xed\xa0\x80A", b"\xe0\x80\x80A", b"\xf4\x90\x80\x80", b"A\xffAA"],
+    ids=["continuation", "surrogate", "overlong", "beyond-10ffff", "ff"],
+)
+def test_the_c_read_refuses_text_that_is_not_utf8_where_it_reads_no_value(
+    where: str, not_utf8: bytes
+) -> None:
     """Python's protobuf refuses a message with a string field that is not UTF-8, read or
     not; so does C (a BEGIN's GTID beside its transaction id, an insert's old values, a value
-    sent both as text and as bytes, a COMMIT's transaction id beside BEGIN's)."""
+    sent both as text and as bytes, a COMMIT's transaction id beside BEGIN's), whichever way
+    the bytes are not UTF-8."""
     good = _with(_entries_marked(where))
     assert _agrees(good) not in (None, "error")  # read by C, but for the mark
-    bad = good.replace(_MARK.encode(), b"\xc2\xc2\xa7\xa7")
+    bad = good.replace(_MARK.encode(), not_utf8)
     assert bad != good
     c, py = _both(bad)
     assert py == "error" and c is None

@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_utf8.h"
+
 typedef struct {
     const uint8_t *p;
     const uint8_t *end;
@@ -62,35 +64,6 @@ static int hex4(const uint8_t *p, uint32_t *out) {
     }
     *out = v;
     return 0;
-}
-
-/* one UTF-8 sequence at p (its first byte >= 0x80): its length, or 0 when it is not valid
- * (overlong forms, surrogates, beyond U+10FFFF, cut short) */
-static int utf8_seq(const uint8_t *p, const uint8_t *e) {
-    uint8_t c = *p;
-    int n;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 1;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 2;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 3;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (e - p <= n) return 0;
-    for (int i = 1; i <= n; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return n + 1;
 }
 
 /* A string at c->p (its opening quote): checked, its raw content (between the quotes) in
@@ -561,8 +534,11 @@ refused:
     return NULL;
 }
 
-/* `source` (at `{`): a dict of the members the lane reads; NULL refused */
-static PyObject *source(Cur *c) {
+/* An object (at `{`) as a dict of its members named in `names` (`keys`: the same as str), each
+ * a scalar (a member written twice: the last one, as msgspec reads it); the other members
+ * skipped, checked. NULL refused. `source` (the members the lane reads) and `transaction`
+ * (its `id`). */
+static PyObject *members(Cur *c, const char **names, PyObject **keys, int n) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     c->p++;
@@ -572,15 +548,15 @@ static PyObject *source(Cur *c) {
         if (got == 0) return d;
         if (got < 0) break;
         int which = -1;
-        for (int i = 0; i < 9; i++)
-            if (key_is(key, SOURCE_NAMES[i])) which = i;
+        for (int i = 0; i < n; i++)
+            if (key_is(key, names[i])) which = i;
         if (which < 0) {
             if (skip_value(c, 2) < 0) break;
             continue;
         }
         PyObject *v = scalar(c);
         if (!v) break;
-        int bad = PyDict_SetItem(d, SOURCE_KEYS[which], v); /* the last one, as msgspec */
+        int bad = PyDict_SetItem(d, keys[which], v);
         Py_DECREF(v);
         if (bad) break;
     }
@@ -588,29 +564,7 @@ static PyObject *source(Cur *c) {
     return NULL;
 }
 
-/* `transaction` (at `{`): a dict of its `id`, if it has one; NULL refused */
-static PyObject *transaction(Cur *c) {
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    c->p++;
-    for (int first = 1;; first = 0) {
-        Cur key;
-        int got = next_key(c, first, &key);
-        if (got == 0) return d;
-        if (got < 0) break;
-        if (!key_is(key, "id")) {
-            if (skip_value(c, 2) < 0) break;
-            continue;
-        }
-        PyObject *v = scalar(c);
-        if (!v) break;
-        int bad = PyDict_SetItem(d, S_ID, v);
-        Py_DECREF(v);
-        if (bad) break;
-    }
-    Py_DECREF(d);
-    return NULL;
-}
+static const char *ID_NAME[1] = {"id"};
 
 enum { M_OP, M_SOURCE, M_TX, M_BEFORE, M_AFTER, M_COUNT };
 
@@ -638,8 +592,8 @@ static int payload_member(Cur *c, int which, PyObject **got, PyObject *spec) {
     if (which == M_TX && *c->p != '{') /* a scalar: no transaction id, as Python reads it */
         return (got[which] = scalar(c)) ? 0 : -1;
     if (*c->p != '{') return -1;
-    if (which == M_SOURCE) got[which] = source(c);
-    else if (which == M_TX) got[which] = transaction(c);
+    if (which == M_SOURCE) got[which] = members(c, SOURCE_NAMES, SOURCE_KEYS, 9);
+    else if (which == M_TX) got[which] = members(c, ID_NAME, &S_ID, 1);
     else got[which] = image(c, PyTuple_GET_ITEM(spec, which == M_BEFORE ? 0 : 1));
     return got[which] ? 0 : -1;
 }

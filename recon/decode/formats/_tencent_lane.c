@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_utf8.h"
+
 typedef struct {
     const uint8_t *p;
     const uint8_t *end;
@@ -79,40 +81,7 @@ static int field(Buf *b, uint32_t *num, int *wt, uint64_t *v, Buf *sub) {
 }
 
 /* UTF-8 as protobuf's `string` requires it (no surrogates, no overlong forms) */
-static int utf8_ok(Buf s) {
-    const uint8_t *p = s.p, *e = s.end;
-    while (p < e) {
-        uint8_t c = *p;
-        if (c < 0x80) {
-            p++;
-            continue;
-        }
-        int n;
-        uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) {
-            n = 1;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            n = 2;
-            cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            n = 3;
-            cp = c & 0x07;
-        } else {
-            return 0;
-        }
-        if (e - p <= n) return 0;
-        for (int i = 1; i <= n; i++) {
-            if ((p[i] & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (p[i] & 0x3F);
-        }
-        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-            (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return 0;
-        p += n + 1;
-    }
-    return 1;
-}
+static int utf8_ok(Buf s) { return utf8_valid(s.p, s.end); }
 
 static PyObject *text(Buf s) {
     return PyUnicode_DecodeUTF8((const char *)s.p, s.end - s.p, "strict");
