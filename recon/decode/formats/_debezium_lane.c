@@ -214,16 +214,19 @@ static int scan_number(Cur *c, Cur *txt) {
     return kind;
 }
 
+/* an integer's text of at most 18 digits as an int64 (the caller checked its length) */
+static int64_t small_int(Cur t) {
+    const uint8_t *p = t.p;
+    int neg = *p == '-';
+    int64_t v = 0;
+    for (p += neg; p < t.end; p++) v = v * 10 + (*p - '0');
+    return neg ? -v : v;
+}
+
 /* an integer's text as an int (a new reference) */
 static PyObject *int_obj(Cur t) {
     Py_ssize_t n = t.end - t.p;
-    if (n <= 18) {
-        const uint8_t *p = t.p;
-        int neg = *p == '-';
-        long long v = 0;
-        for (p += neg; p < t.end; p++) v = v * 10 + (*p - '0');
-        return PyLong_FromLongLong(neg ? -v : v);
-    }
+    if (n <= 18) return PyLong_FromLongLong(small_int(t));
     char *s = PyMem_Malloc((size_t)n + 1);
     if (!s) return PyErr_NoMemory();
     memcpy(s, t.p, (size_t)n);
@@ -437,15 +440,6 @@ static PyObject *decimal_text(Cur raw, long scale) {
     return PyUnicode_DecodeASCII(out, o, NULL);
 }
 
-/* an integer's text of at most 18 digits as an int64 (the caller checked its length) */
-static int64_t small_int(Cur t) {
-    const uint8_t *p = t.p;
-    int neg = *p == '-';
-    int64_t v = 0;
-    for (p += neg; p < t.end; p++) v = v * 10 + (*p - '0');
-    return neg ? -v : v;
-}
-
 /* an image's value as `_LaneSchema.image` gives it (a new reference); NULL: refused. `kind`
  * (K_*): a plain column's string kept and integer written out, a DECIMAL's base64 and a
  * timestamp's or date's integer converted here where C can; every other value through the
@@ -502,6 +496,7 @@ static PyObject *image(Cur *c, PyObject *part) {
     PyObject *convs = PyTuple_GET_ITEM(part, 2), *kinds = PyTuple_GET_ITEM(part, 3);
     PyObject *scales = PyTuple_GET_ITEM(part, 4);
     Py_ssize_t n = PyTuple_GET_SIZE(names), k = 0;
+    const char *kind = PyBytes_AS_STRING(kinds);
     if (n == 0 || n > MAX_COLUMNS) return NULL;
     char seen[MAX_COLUMNS];
     memset(seen, 0, (size_t)n);
@@ -515,8 +510,7 @@ static PyObject *image(Cur *c, PyObject *part) {
         Py_ssize_t j = got < 0 || k >= n ? -1 : column_of(key, utf8, k);
         if (j < 0 || seen[j]) goto refused;
         seen[j] = 1;
-        const char *kind = PyBytes_AS_STRING(kinds);
-        long scale = PyLong_AsLong(PyTuple_GET_ITEM(scales, j));
+        long scale = kind[j] == K_DECIMAL ? PyLong_AsLong(PyTuple_GET_ITEM(scales, j)) : 0;
         PyObject *v = image_value(c, PyTuple_GET_ITEM(convs, j), kind[j], scale);
         if (!v) goto refused;
         PyTuple_SET_ITEM(order, k, Py_NewRef(PyTuple_GET_ITEM(names, j)));

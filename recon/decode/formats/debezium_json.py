@@ -658,19 +658,18 @@ class _LaneSchema:
 
 def _native_spec(fields: _Fields, before: _Part, after: _Part) -> tuple[Any, ...] | None:
     """`_LaneSchema.native` of a schema's two parts (None: a column name that is not UTF-8)."""
-    try:
-        return tuple(
-            (
-                tuple(p.types),
-                tuple(c.encode() for c in p.types),
-                tuple(p.convs[c] for c in p.types),
-                bytes(_native_kind(fields[which][c][1], c in p.plain)[0] for c in p.types),
-                tuple(_native_kind(fields[which][c][1], c in p.plain)[1] for c in p.types),
-            )
-            for which, p in (("before", before), ("after", after))
+    spec = []
+    for which, p in (("before", before), ("after", after)):
+        kinds = [_native_kind(fields[which][c][1], c in p.plain) for c in p.types]
+        try:
+            utf8 = tuple(c.encode() for c in p.types)
+        except UnicodeEncodeError:
+            return None
+        convs = tuple(p.convs[c] for c in p.types)
+        spec.append(
+            (tuple(p.types), utf8, convs, bytes(k for k, _ in kinds), tuple(s for _, s in kinds))
         )
-    except UnicodeEncodeError:
-        return None
+    return tuple(spec)
 
 
 _NATIVE_TEMPORAL = {
