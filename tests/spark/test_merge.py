@@ -838,8 +838,9 @@ def test_a_keyed_tables_contributions_and_their_key_texts_are_what_earlier_state
 ) -> None:
     """A keyed table's state key is the JSON text of its key columns' values, kept from hour
     to hour; an event makes the new image's key and, for a delete or a key change with a whole
-    old key, a tombstone of the old key. The expressions may get faster, never different.
-    (Session 31 wrote them per table without lambdas: the same contributions, no faster.)"""
+    old key, a tombstone of the old key. The expressions may get faster, never different
+    (session 47 wrote them per key without lambdas: a key of two columns, tables of
+    different keys and a keyless one here)."""
     from recon.merge.contributions import contributions
 
     rows = [  # table, op, before, after
