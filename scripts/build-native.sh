@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The C part of the package, compiled in place (build outputs, never committed, as the
-# protobuf code): recon/decode/formats/_tencent_lane.c and _debezium_lane.c, the Tencent and
-# Debezium lanes' reads (with _utf8.h, which both include). Each again only when its source or
-# the header is newer than its module, or the module is missing.
+# protobuf code): recon/decode/formats/_tencent_lane.c, _debezium_lane.c and _dataworks_lane.c,
+# the Tencent, Debezium and DataWorks lanes' reads (with the headers they include: _utf8.h, and
+# _json.h for the JSON ones). Each again only when its source or a header is newer than its
+# module, or the module is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 suffix=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 todo=()
-for src in recon/decode/formats/_tencent_lane.c recon/decode/formats/_debezium_lane.c; do
+d=recon/decode/formats
+for src in $d/_tencent_lane.c $d/_debezium_lane.c $d/_dataworks_lane.c; do
   so="${src%.c}$suffix"
-  if [ ! -f "$so" ] || [ "$src" -nt "$so" ] || [ recon/decode/formats/_utf8.h -nt "$so" ]; then
+  if [ ! -f "$so" ] || [ "$src" -nt "$so" ] || [ $d/_utf8.h -nt "$so" ] || [ $d/_json.h -nt "$so" ]; then
     todo+=("$src")
   fi
 done

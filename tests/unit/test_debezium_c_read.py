@@ -25,6 +25,7 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import debezium_json as dbz
 from recon.decode.lane import LaneRows
 from recon.demo import sample
+from tests.support.json_text import Obj, Raw, attempt, json_text
 
 _KEY = b'{"id":1}'
 _VECTOR = (
@@ -47,13 +48,6 @@ def _python_only() -> Iterator[None]:
         dbz._native = native
 
 
-def _try(read: Any) -> Any:
-    try:
-        return read()
-    except Exception:  # noqa: BLE001 - either read may refuse by raising
-        return "error"
-
-
 def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
     """(C's answer, Python's) to one record: a result, None (C: left to Python) or "error".
     C reads a message whose schema text opens it as a message read before did (`learnt`,
@@ -64,16 +58,16 @@ def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
     c: Any = None
     if known is not None and type(known[0]) is dict:
         lane = _lane()
-        table = _try(lambda: lane.table_of(known[0]))  # a schema it cannot read: an error
+        table = attempt(lambda: lane.table_of(known[0]))  # a schema it cannot read: an error
         assert dbz._native is not None
         if table == "error":
             c = "error"
         elif table.native is not None:
-            got = _try(lambda: dbz._native.read(value, known[1], table.native))
+            got = attempt(lambda: dbz._native.read(value, known[1], table.native))
             assert got != "error", "the C read raised"
-            c = got and _try(lambda: lane.row(rec, table, *got))
+            c = got and attempt(lambda: lane.row(rec, table, *got))
     with _python_only():
-        py = _try(lambda: _lane().read(rec))
+        py = attempt(lambda: _lane().read(rec))
     return c, py
 
 
@@ -187,33 +181,6 @@ def test_the_c_read_on_the_edges_of_json() -> None:
     for end, c_reads in [(" \n\t\r", True), ("x", False), ("}", False), (" ,", False)]:
         c = _agrees(_edge(_OK) + end.encode(), learnt)
         assert (c not in (None, "error")) == c_reads, end
-
-
-class Obj:
-    """A JSON object as written: its members in order, a name maybe twice."""
-
-    def __init__(self, *pairs: tuple[Any, Any]) -> None:
-        self.pairs = list(pairs)
-
-
-class Raw:
-    """JSON text as it is (escapes, -0, fractions, invalid text)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-def _text(v: Any, sp: str = "") -> str:
-    if isinstance(v, Raw):
-        return v.text
-    if isinstance(v, Obj):
-        members = [f"{_text(k, sp)}{sp}:{sp}{_text(x, sp)}" for k, x in v.pairs]
-        return "{" + sp + f",{sp}".join(members) + sp + "}"
-    if isinstance(v, list):
-        return "[" + ",".join(_text(x, sp) for x in v) + "]"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return str(v)
-    return orjson.dumps(v).decode()
 
 
 _FIELDS = [
@@ -357,7 +324,7 @@ def _message(draw: st.DrawFn, tame: bool = False) -> tuple[bytes, bytes]:
         if _rare(draw):
             end = draw(st.sampled_from([" \n", "x", "}", ',"schema":null', ',"x":1', ",", "]"]))
     opening = f'{{"schema":{orjson.dumps(schema).decode()},'
-    text = f'{opening}{sp}"payload"{sp}:{sp}{_text(Obj(*pairs), sp)}{end}'
+    text = f'{opening}{sp}"payload"{sp}:{sp}{json_text(Obj(*pairs), sp)}{end}'
     # and a message of the same schema a stream read before (C reads what follows it)
     return (text + "}" * (end != "}")).encode(), f'{opening}"payload":null}}'.encode()
 
@@ -434,7 +401,7 @@ def _typed_message(draw: st.DrawFn) -> tuple[bytes, bytes]:
     ms = draw(st.sampled_from(_TEMPORAL_BOUNDS) | st.integers(-(2**63), 2**63 - 1))
     us = draw(st.sampled_from([x * 1000 + 999 for x in _TEMPORAL_BOUNDS]) | st.integers(-(2**63), 2**63 - 1))  # fmt: skip
     days = draw(st.sampled_from([-719162, -719163, 2932896, 2932897, 0, -1, 11016]) | st.integers(-(2**40), 2**40))  # fmt: skip
-    after = _text(Obj(("d", decimal), ("t", ms), ("u", us), ("day", days)))
+    after = json_text(Obj(("d", decimal), ("t", ms), ("u", us), ("day", days)))
     source = '{"db":"shop","table":"orders","file":"mysql-bin.000003","pos":4,"row":0}'
     opening = f'{{"schema":{schema},'
     message = f'{opening}"payload":{{"after":{after},"source":{source},"op":"c"}}}}'

@@ -1,6 +1,6 @@
 /* UTF-8 as Python's strict decoder, protobuf's `string` and msgspec take it: no overlong
  * forms, no surrogates, nothing beyond U+10FFFF. Shared by the lanes' C reads
- * (_tencent_lane.c, _debezium_lane.c). */
+ * (_tencent_lane.c, and through _json.h _debezium_lane.c and _dataworks_lane.c). */
 #ifndef RECON_UTF8_H
 #define RECON_UTF8_H
 #include <stdint.h>

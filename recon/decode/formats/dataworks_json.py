@@ -30,6 +30,11 @@ from recon.decode.lane import Image, Lane, LaneRows
 from recon.decode.stats import Stat, non_dml
 from recon.errors import DecodeError
 
+try:  # built by `make setup` (scripts/build-native.sh); without it the lane reads in Python
+    from recon.decode.formats import _dataworks_lane as _native
+except ImportError:  # pragma: no cover - a checkout that was not set up
+    _native = None  # type: ignore[assignment]
+
 _TYPES = {
     "LONG": "int64",
     "DOUBLE": "float64",
@@ -380,10 +385,20 @@ class DataworksLane(Lane):
 
     def read(self, rec: RawRecord) -> _Read | None:
         """The record's row change, read as `DataworksJsonDecoder.handle` reads it; None (or an
-        error) when it is not one the lane takes."""
+        error) when it is not one the lane takes. A message whose schema text was seen before
+        has the rest read by C (`_dataworks_lane.c`: the same answer, or None for what it
+        leaves to this read)."""
         value = rec.value
         if not value:
             return None
+        if _native is not None:
+            known = _PARSE.known_opening(value)
+            if known is not None:
+                table = self.table_of(known[0] or _NO_SCHEMA)
+                if table.native is not None:
+                    got = _native.read(value, known[1], table.native)
+                    if got is not None:
+                        return self.row(rec, table, *got)
         msg = self.parse(value)
         payload = msg.get("payload") if type(msg) is dict else None
         if type(payload) is not dict:
@@ -391,20 +406,37 @@ class DataworksLane(Lane):
         op = payload.get("op")
         if op not in _ROW_OPS:
             return None
-        schema = msg.get("schema") or _NO_SCHEMA
+        table = self.table_of(msg.get("schema") or _NO_SCHEMA)
+        ts = payload.get("timestamp")
+        event_time = ts.get("eventTime") if isinstance(ts, dict) else None
+        before = table.image(payload.get("before"), "before")
+        after = table.image(payload.get("after"), "after")
+        return self.row(rec, table, op, payload.get("sequenceId"), event_time, before, after)
+
+    def table_of(self, schema: Any) -> _LaneTable:
         if schema is not self.schema:  # most messages share their table's schema object
             self.table = _LANE_TABLE(schema)
             self.schema = schema
-        table = self.table
-        seq_text = payload.get("sequenceId")
+        return self.table
+
+    def row(
+        self,
+        rec: RawRecord,
+        table: _LaneTable,
+        op: str,
+        seq_text: Any,
+        event_time: Any,
+        before: Image | None,
+        after: Image | None,
+    ) -> _Read | None:
+        """`read`'s answer from a row change's op (one of `_ROW_OPS`), `sequenceId`,
+        `timestamp.eventTime` and images; None when the lane does not take it."""
         # `decimal_text_number`, inline for the common text
         seq = int(seq_text) if type(seq_text) is str and seq_text.isdecimal() else None
         if seq is None:
             seq = decimal_text_number(seq_text)
         if not table.pk or seq is None:
             return None
-        ts = payload.get("timestamp")
-        event_time = ts.get("eventTime") if isinstance(ts, dict) else None
         flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
         partition, offset = rec.partition, rec.offset
         row = (  # `LANE_COLUMNS`
@@ -413,8 +445,6 @@ class DataworksLane(Lane):
             None, i64(event_time, "eventTime") if type(event_time) is int else None, None,
             rec.topic, partition, offset,
         )  # fmt: skip
-        before = table.image(payload.get("before"), "before")
-        after = table.image(payload.get("after"), "after")
         if (before if _NEEDS[op] == "before" else after) is None:
             return None
         return op, row, f"{table.pairs}{seq_text}" if op in _PAIRED else "", before, after
@@ -440,6 +470,10 @@ class _LaneTable:
         """The start of the key that pairs an update's two records (`handle`'s)."""
         self.numbers = frozenset(c for c, t in self.types.items() if t != "timestamp")
         """The columns whose integer values are their decimal text (`_value`)."""
+        self.native = _native_spec(self.types)
+        """What the C read needs (`_dataworks_lane.c`'s spec): the columns' names (as str and
+        UTF-8) and how C writes their integers (0: decimal text, 6: a DATE's instant); None:
+        C does not read this table's messages."""
 
     def image(self, part: Any, which: str) -> Image | None:
         """An image as (column names, values as text), as `_typed` gives it; an error (the
@@ -460,3 +494,16 @@ class _LaneTable:
 
 
 _LANE_TABLE = PerObject(_LaneTable)
+
+
+def _native_spec(types: dict[str, str]) -> tuple[Any, ...] | None:
+    """`_LaneTable.native` of a table's column types (None: a column name that is not UTF-8,
+    or more columns than C reads)."""
+    if len(types) > 4096:  # MAX_COLUMNS
+        return None
+    try:
+        utf8 = tuple(c.encode() for c in types)
+    except UnicodeEncodeError:
+        return None
+    kinds = bytes(6 if t == "timestamp" else 0 for t in types.values())
+    return tuple(types), utf8, kinds

@@ -1,0 +1,265 @@
+/* The DataWorks lane's read in C (recon.decode.formats.dataworks_json, `DataworksLane.read`).
+ *
+ * read(value, start, spec) reads the members of a DataWorks message that follow its `schema`
+ * (the caller found the schema's text at the message's start, as a text seen before:
+ * `SharedMemberJson.known_opening`, and `start` is where the next member begins) and returns
+ * (op, sequence_id, event_time, before, after):
+ *   op           the payload's `op`, one of "INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER";
+ *   sequence_id  the payload's `sequenceId` as JSON has it (a str, int, bool or None: absent);
+ *   event_time   `payload.timestamp.eventTime` as JSON has it (None: absent, or `timestamp` is
+ *                not an object);
+ *   before/after None (null or absent), or its `dataColumn`'s (column names in the message's
+ *                order, their values as text) as `_LaneTable.image` gives them: a string kept,
+ *                NULL as None, an integer as its decimal text, or a DATE column's as the UTC
+ *                instant of its epoch milliseconds (`_instant_text`).
+ * or None where it does not read the message itself: any JSON it does not fully check, a float
+ * anywhere, true or false in an image or as `op`, a string key with an escape, a `\u` escape of
+ * a lone surrogate, nesting deeper than 32, a second `schema` member, an op of another record
+ * than a row change, an image that is not an object with a `dataColumn` object, a column the
+ * schema does not declare or one written twice, an object or array as an image's value or as
+ * `sequenceId` or `eventTime`, a DATE's milliseconds outside years 1-9999. None changes
+ * nothing: the caller reads the message in Python then (msgspec, then orjson), which gives the
+ * same answer or refuses it. So this file only has to be right about what it accepts: JSON
+ * exactly as RFC 8259 has it, every string (read or skipped) valid UTF-8 with valid escapes,
+ * every number an integer.
+ *
+ * spec: (names: tuple of str, names as UTF-8: tuple of bytes, kinds: bytes of K_PLAIN or
+ * K_INSTANT_MS), one entry per column the table's schema declares (`_LaneTable.native`).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_json.h"
+
+#define N_OPS 4
+static PyObject *OPS[N_OPS];
+static const char *OP_NAMES[N_OPS] = {"INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"};
+
+/* an image's value (a new reference) as `_LaneTable.image` gives it; NULL refused */
+static PyObject *value_text(Cur *c, int kind) {
+    Cur t;
+    int esc;
+    switch (*c->p) {
+    case '"':
+        return scan_string(c, &t, &esc) < 0 ? NULL : string_obj(t, esc);
+    case 'n':
+        return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
+    default:
+        if (scan_number(c, &t) != 1) return NULL; /* true, false, an object: refused too */
+        if (kind == K_PLAIN) return int_text(t);
+        if (kind == K_INSTANT_MS && t.end - t.p <= 18) return temporal_text(kind, small_int(t));
+        return NULL;
+    }
+}
+
+/* A `dataColumn` object (at `{`): (names, values) of its members, each a column of the spec
+ * once; NULL refused. The names are the spec's own tuple when the image holds every column in
+ * its order (most images), else a tuple of its own. */
+static PyObject *data_columns(Cur *c, PyObject *spec) {
+    PyObject *names = PyTuple_GET_ITEM(spec, 0), *utf8 = PyTuple_GET_ITEM(spec, 1);
+    Py_ssize_t n = PyTuple_GET_SIZE(names), k = 0;
+    const char *kind = PyBytes_AS_STRING(PyTuple_GET_ITEM(spec, 2));
+    if (n > MAX_COLUMNS) return NULL;
+    char seen[MAX_COLUMNS];
+    uint16_t at[MAX_COLUMNS];
+    memset(seen, 0, (size_t)n);
+    PyObject *values = PyList_New(0), *order = NULL;
+    if (!values) return NULL;
+    c->p++;
+    for (int first = 1;; first = 0) {
+        Cur key;
+        int got = next_key(c, first, &key);
+        if (got == 0) break;
+        Py_ssize_t j = got < 0 || n == 0 ? -1 : column_of(key, utf8, k % n);
+        if (j < 0 || seen[j]) goto refused;
+        seen[j] = 1;
+        PyObject *v = value_text(c, kind[j]);
+        if (!v) goto refused;
+        int bad = PyList_Append(values, v);
+        Py_DECREF(v);
+        if (bad) goto refused;
+        at[k++] = (uint16_t)j;
+    }
+    int same = k == n;
+    for (Py_ssize_t i = 0; same && i < k; i++) same = at[i] == i;
+    if (same) {
+        order = Py_NewRef(names);
+    } else {
+        if (!(order = PyTuple_New(k))) goto refused;
+        for (Py_ssize_t i = 0; i < k; i++)
+            PyTuple_SET_ITEM(order, i, Py_NewRef(PyTuple_GET_ITEM(names, at[i])));
+    }
+    PyObject *out = PyTuple_Pack(2, order, values);
+    Py_DECREF(order);
+    Py_DECREF(values);
+    return out;
+refused:
+    Py_DECREF(values);
+    return NULL;
+}
+
+/* `payload.before` or `.after` (at its value) into `*out`: None for null, else its
+ * `dataColumn` (`data_columns`; written twice: the last one); -1 refused */
+static int image(Cur *c, PyObject *spec, PyObject **out) {
+    if (*c->p == 'n') {
+        if (literal(c, "null", 4) < 0) return -1;
+        *out = Py_NewRef(Py_None);
+        return 0;
+    }
+    if (*c->p != '{') return -1;
+    PyObject *got = NULL;
+    c->p++;
+    for (int first = 1;; first = 0) {
+        Cur key;
+        int r = next_key(c, first, &key);
+        if (r == 0) break;
+        if (r < 0) goto refused;
+        if (!key_is(key, "dataColumn")) {
+            if (skip_value(c, 3) < 0) goto refused;
+            continue;
+        }
+        Py_CLEAR(got);
+        if (*c->p != '{' || !(got = data_columns(c, spec))) goto refused;
+    }
+    if (!got) return -1; /* no `dataColumn`: the Python read says so */
+    *out = got;
+    return 0;
+refused:
+    Py_XDECREF(got);
+    return -1;
+}
+
+/* `payload.timestamp` (at its value) into `*out`: its `eventTime` scalar (written twice: the
+ * last one), None without one or when it is not an object; -1 refused */
+static int event_time(Cur *c, PyObject **out) {
+    if (*c->p != '{') {
+        *out = Py_NewRef(Py_None);
+        return skip_value(c, 2);
+    }
+    PyObject *got = NULL;
+    c->p++;
+    for (int first = 1;; first = 0) {
+        Cur key;
+        int r = next_key(c, first, &key);
+        if (r == 0) break;
+        if (r < 0) goto refused;
+        if (!key_is(key, "eventTime")) {
+            if (skip_value(c, 3) < 0) goto refused;
+            continue;
+        }
+        Py_CLEAR(got);
+        if (!(got = scalar(c))) goto refused;
+    }
+    *out = got ? got : Py_NewRef(Py_None);
+    return 0;
+refused:
+    Py_XDECREF(got);
+    return -1;
+}
+
+enum { M_OP, M_SEQ, M_TS, M_BEFORE, M_AFTER, M_COUNT };
+
+/* the op's text (at its value) as one of OPS (a new reference); NULL refused */
+static PyObject *row_op(Cur *c) {
+    Cur t;
+    int esc;
+    if (*c->p != '"' || scan_string(c, &t, &esc) < 0 || esc) return NULL;
+    for (int i = 0; i < N_OPS; i++)
+        if (key_is(t, OP_NAMES[i])) return Py_NewRef(OPS[i]);
+    return NULL;
+}
+
+/* one member of the payload the lane reads into `got[which]` (a member written twice: the
+ * last one, as msgspec and orjson read it); -1 refused */
+static int payload_member(Cur *c, int which, PyObject **got, PyObject *spec) {
+    Py_CLEAR(got[which]);
+    switch (which) {
+    case M_OP:
+        return (got[which] = row_op(c)) ? 0 : -1;
+    case M_SEQ:
+        return (got[which] = scalar(c)) ? 0 : -1;
+    case M_TS:
+        return event_time(c, &got[which]);
+    default:
+        return image(c, spec, &got[which]);
+    }
+}
+
+/* the payload object (at `{`) into `got`; -1 refused */
+static int payload(Cur *c, PyObject **got, PyObject *spec) {
+    static const char *names[M_COUNT] = {"op", "sequenceId", "timestamp", "before", "after"};
+    c->p++;
+    for (int first = 1;; first = 0) {
+        Cur key;
+        int r = next_key(c, first, &key);
+        if (r == 0) return got[M_OP] ? 0 : -1;
+        if (r < 0) return -1;
+        int which = -1;
+        for (int i = 0; i < M_COUNT; i++)
+            if (key_is(key, names[i])) which = i;
+        if (which < 0 ? skip_value(c, 2) < 0 : payload_member(c, which, got, spec) < 0)
+            return -1;
+    }
+}
+
+/* the envelope's members after its schema (at the first one's key) into `got`: `payload` (an
+ * object; written twice: the last one), any other but `schema` skipped; -1 refused */
+static int envelope(Cur *c, PyObject **got, PyObject *spec) {
+    int read = 0;
+    for (int first = 1;; first = 0) {
+        Cur key;
+        int r = next_key(c, first, &key);
+        if (r == 0) return read ? 0 : -1;
+        if (r < 0 || key_is(key, "schema")) return -1;
+        if (!key_is(key, "payload")) {
+            if (skip_value(c, 1) < 0) return -1;
+            continue;
+        }
+        for (int i = 0; i < M_COUNT; i++) Py_CLEAR(got[i]);
+        if (*c->p != '{' || payload(c, got, spec) < 0) return -1;
+        read = 1;
+    }
+}
+
+static PyObject *lane_read(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start;
+    PyObject *spec;
+    if (!PyArg_ParseTuple(args, "y*nO!", &buf, &start, &PyTuple_Type, &spec)) return NULL;
+    PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
+    Cur c = {(const uint8_t *)buf.buf, (const uint8_t *)buf.buf + buf.len};
+    if (PyTuple_GET_SIZE(spec) != 3 || start < 0 || start > buf.len) goto done;
+    c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
+    if (envelope(&c, got, spec) < 0) goto done;
+    ws(&c);
+    if (c.p != c.end) goto done;
+    for (int i = M_SEQ; i < M_COUNT; i++)
+        if (!got[i]) got[i] = Py_NewRef(Py_None);
+    out = PyTuple_Pack(5, got[M_OP], got[M_SEQ], got[M_TS], got[M_BEFORE], got[M_AFTER]);
+done:
+    for (int i = 0; i < M_COUNT; i++) Py_XDECREF(got[i]);
+    PyBuffer_Release(&buf);
+    if (!out) {
+        PyErr_Clear(); /* refused, or an error the Python read meets again */
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"read", lane_read, METH_VARARGS,
+     "DataworksLane.read's message in C: (op, sequence_id, event_time, before, after) or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_dataworks_lane", NULL, -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__dataworks_lane(void) {
+    for (int i = 0; i < N_OPS; i++)
+        if (!(OPS[i] = PyUnicode_InternFromString(OP_NAMES[i]))) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,400 @@
+/* Reading JSON in C, for the lanes' C reads (_debezium_lane.c, _dataworks_lane.c): the
+ * checks of RFC 8259 (every string valid UTF-8 with valid escapes), what a caller reads as Python
+ * objects, and the values C writes as text itself. A caller includes <Python.h> first. */
+#ifndef RECON_JSON_H
+#define RECON_JSON_H
+#include <stdint.h>
+#include <string.h>
+
+#include "_utf8.h"
+
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+} Cur;
+
+#define MAX_DEPTH 32
+#define MAX_COLUMNS 4096
+#define MAX_INT_DIGITS 4000 /* under Python's int_max_str_digits (4300) */
+
+static inline void ws(Cur *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static inline int hex4(const uint8_t *p, uint32_t *out) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        uint8_t h = p[i];
+        v <<= 4;
+        if (h >= '0' && h <= '9') v |= h - '0';
+        else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
+        else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A string at c->p (its opening quote): checked, its raw content (between the quotes) in
+ * `raw`, whether it holds an escape in `esc`. -1: not a valid JSON string, or a `\u` escape of
+ * a lone surrogate (refused). */
+static inline int scan_string(Cur *c, Cur *raw, int *esc) {
+    const uint8_t *p = c->p + 1, *e = c->end;
+    *esc = 0;
+    raw->p = p;
+    while (p < e) {
+        uint8_t ch = *p;
+        if (ch == '"') {
+            raw->end = p;
+            c->p = p + 1;
+            return 0;
+        }
+        if (ch < 0x20) return -1;
+        if (ch < 0x80 && ch != '\\') {
+            p++;
+            continue;
+        }
+        if (ch >= 0x80) {
+            int n = utf8_seq(p, e);
+            if (!n) return -1;
+            p += n;
+            continue;
+        }
+        *esc = 1; /* a backslash */
+        if (e - p < 2) return -1;
+        switch (p[1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p += 2;
+            continue;
+        case 'u': {
+            uint32_t u, lo;
+            if (e - p < 6 || hex4(p + 2, &u) < 0) return -1;
+            p += 6;
+            if (u >= 0xDC00 && u <= 0xDFFF) return -1;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 ||
+                    lo < 0xDC00 || lo > 0xDFFF)
+                    return -1;
+                p += 6;
+            }
+            continue;
+        }
+        default:
+            return -1;
+        }
+    }
+    return -1;
+}
+
+static inline int put_utf8(uint8_t *o, uint32_t cp) {
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | (cp >> 6));
+        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | (cp >> 12));
+        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | (cp >> 18));
+    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* a string `scan_string` checked, as a str (a new reference; NULL: out of memory) */
+static inline PyObject *string_obj(Cur raw, int esc) {
+    Py_ssize_t n = raw.end - raw.p;
+    if (!esc) return PyUnicode_DecodeUTF8((const char *)raw.p, n, NULL);
+    uint8_t *buf = PyMem_Malloc(n > 0 ? (size_t)n : 1); /* unescaped is never longer */
+    if (!buf) return PyErr_NoMemory();
+    const uint8_t *p = raw.p;
+    uint8_t *o = buf;
+    while (p < raw.end) {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        uint8_t k = p[1];
+        p += 2;
+        switch (k) {
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            uint32_t u = 0, lo = 0; /* hex4 sets them: scan_string checked the escape */
+            hex4(p, &u);
+            p += 4;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                hex4(p + 2, &lo);
+                p += 6;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            o += put_utf8(o, u);
+            break;
+        }
+        default: *o++ = k; /* " \ / */
+        }
+    }
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)buf, o - buf, NULL);
+    PyMem_Free(buf);
+    return s;
+}
+
+/* A number at c->p: checked against JSON's grammar, its text in `txt`. 1: an integer,
+ * 2: a fraction or an exponent (refused by every caller), -1: not a JSON number. */
+static inline int scan_number(Cur *c, Cur *txt) {
+    const uint8_t *p = c->p, *e = c->end;
+    int kind = 1;
+    txt->p = p;
+    if (p < e && *p == '-') p++;
+    if (p >= e) return -1;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    } else {
+        return -1;
+    }
+    if (p < e && *p == '.') {
+        kind = 2;
+        p++;
+        if (p >= e || *p < '0' || *p > '9') return -1;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        kind = 2;
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || *p < '0' || *p > '9') return -1;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    txt->end = p;
+    c->p = p;
+    return kind;
+}
+
+/* an integer's text of at most 18 digits as an int64 (the caller checked its length) */
+static inline int64_t small_int(Cur t) {
+    const uint8_t *p = t.p;
+    int neg = *p == '-';
+    int64_t v = 0;
+    for (p += neg; p < t.end; p++) v = v * 10 + (*p - '0');
+    return neg ? -v : v;
+}
+
+/* an integer's text as an int (a new reference) */
+static inline PyObject *int_obj(Cur t) {
+    Py_ssize_t n = t.end - t.p;
+    if (n <= 18) return PyLong_FromLongLong(small_int(t));
+    char *s = PyMem_Malloc((size_t)n + 1);
+    if (!s) return PyErr_NoMemory();
+    memcpy(s, t.p, (size_t)n);
+    s[n] = 0;
+    PyObject *v = PyLong_FromString(s, NULL, 10);
+    PyMem_Free(s);
+    return v;
+}
+
+static inline int literal(Cur *c, const char *word, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n)) return -1;
+    c->p += n;
+    return 0;
+}
+
+/* skip any value, checked; -1: not valid JSON, or refused (a float, too deep) */
+static inline int skip_value(Cur *c, int depth) {
+    Cur t;
+    int esc;
+    ws(c);
+    if (c->p >= c->end) return -1;
+    switch (*c->p) {
+    case '"':
+        return scan_string(c, &t, &esc);
+    case 't':
+        return literal(c, "true", 4);
+    case 'f':
+        return literal(c, "false", 5);
+    case 'n':
+        return literal(c, "null", 4);
+    case '{':
+    case '[': {
+        uint8_t close = *c->p == '{' ? '}' : ']';
+        int obj = close == '}';
+        if (depth >= MAX_DEPTH) return -1;
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == close) {
+            c->p++;
+            return 0;
+        }
+        for (;;) {
+            if (obj) {
+                ws(c);
+                if (c->p >= c->end || *c->p != '"' || scan_string(c, &t, &esc) < 0) return -1;
+                ws(c);
+                if (c->p >= c->end || *c->p++ != ':') return -1;
+            }
+            if (skip_value(c, depth + 1) < 0) return -1;
+            ws(c);
+            if (c->p >= c->end) return -1;
+            if (*c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (*c->p++ != close) return -1;
+            return 0;
+        }
+    }
+    default:
+        return scan_number(c, &t) == 1 ? 0 : -1;
+    }
+}
+
+/* A scalar (a string, an integer, true, false, null) as a Python object (a new reference);
+ * NULL: anything else (refused), or an error. */
+static inline PyObject *scalar(Cur *c) {
+    Cur t;
+    int esc;
+    ws(c);
+    if (c->p >= c->end) return NULL;
+    switch (*c->p) {
+    case '"':
+        return scan_string(c, &t, &esc) < 0 ? NULL : string_obj(t, esc);
+    case 't':
+        return literal(c, "true", 4) < 0 ? NULL : Py_NewRef(Py_True);
+    case 'f':
+        return literal(c, "false", 5) < 0 ? NULL : Py_NewRef(Py_False);
+    case 'n':
+        return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
+    default:
+        return scan_number(c, &t) == 1 ? int_obj(t) : NULL;
+    }
+}
+
+/* An object's next member key (an unescaped string; at `{` or `,` before it): 1 and the key,
+ * 0 at the object's end, -1 refused. `first`: right after the `{`. */
+static inline int next_key(Cur *c, int first, Cur *key) {
+    int esc;
+    ws(c);
+    if (c->p >= c->end) return -1;
+    if (*c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    if (!first) {
+        if (*c->p != ',') return -1;
+        c->p++;
+        ws(c);
+    }
+    if (c->p >= c->end || *c->p != '"' || scan_string(c, key, &esc) < 0 || esc) return -1;
+    ws(c);
+    if (c->p >= c->end || *c->p != ':') return -1;
+    c->p++;
+    ws(c);
+    return c->p < c->end ? 1 : -1;
+}
+
+static inline int key_is(Cur k, const char *word) {
+    size_t n = strlen(word);
+    return (size_t)(k.end - k.p) == n && !memcmp(k.p, word, n);
+}
+
+/* the kinds of a column (the lanes' `native` specs): how C converts its values itself.
+ * K_INSTANT_MS: epoch milliseconds as a UTC instant (DataWorks' DATE, `_instant_text`) */
+enum {
+    K_PLAIN = 0,
+    K_CALL = 1,
+    K_DECIMAL = 2,
+    K_TIMESTAMP_MS = 3,
+    K_TIMESTAMP_US = 4,
+    K_DATE = 5,
+    K_INSTANT_MS = 6,
+};
+
+/* days since 1970-01-01 -> civil year, month, day (H. Hinnant's days_from_civil inverse) */
+static inline void civil(int64_t z, int64_t *y, int *m, int *d) {
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b, int64_t *rem) {
+    int64_t q = a / b, r = a % b;
+    if (r < 0) {
+        r += b;
+        q--;
+    }
+    *rem = r;
+    return q;
+}
+
+/* `datetime_from_epoch_us` / `date_from_days` in C, and `_instant_text` (K_INSTANT_MS: its
+ * `T` and `Z`); NULL (no error) beyond years 1-9999, which Python's datetime refuses: the
+ * converter says so then */
+static inline PyObject *temporal_text(int kind, int64_t v) {
+    char out[40];
+    int64_t y, rem = 0, days;
+    int m, d;
+    if (kind == K_TIMESTAMP_MS || kind == K_INSTANT_MS) {
+        if (v > 400000000000000LL || v < -400000000000000LL) return NULL;
+        v *= 1000;
+    } else if (kind == K_DATE && (v > 3000000 || v < -3000000)) {
+        return NULL;
+    } else if (kind != K_DATE && (v > 400000000000000000LL || v < -400000000000000000LL)) {
+        return NULL;
+    }
+    days = kind == K_DATE ? v : floor_div(v, 86400000000LL, &rem);
+    civil(days, &y, &m, &d);
+    if (y < 1 || y > 9999) return NULL;
+    if (kind == K_DATE) {
+        snprintf(out, sizeof out, "%04d-%02d-%02d", (int)y, m, d);
+    } else {
+        int64_t us = rem % 1000000, secs = rem / 1000000;
+        char sep = kind == K_INSTANT_MS ? 'T' : ' ';
+        int n = snprintf(out, sizeof out, "%04d-%02d-%02d%c%02d:%02d:%02d", (int)y, m, d, sep,
+                         (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60));
+        if (us) n += snprintf(out + n, sizeof out - (size_t)n, ".%06d", (int)us);
+        if (kind == K_INSTANT_MS) snprintf(out + n, sizeof out - (size_t)n, "Z");
+    }
+    return PyUnicode_DecodeASCII(out, (Py_ssize_t)strlen(out), NULL);
+}
+
+/* A plain column's integer (its checked text `t`) as `str(int)` writes it: the text itself,
+ * but for -0 (a new reference); NULL, no error, beyond what str() of an int writes. */
+static inline PyObject *int_text(Cur t) {
+    Py_ssize_t n = t.end - t.p;
+    if (n > MAX_INT_DIGITS) return NULL;
+    if (n == 2 && t.p[0] == '-' && t.p[1] == '0') return PyUnicode_FromString("0");
+    return PyUnicode_DecodeASCII((const char *)t.p, n, NULL);
+}
+
+/* The column of `key` in a part's names (UTF-8), looked for at `hint` first; -1: none. */
+static inline Py_ssize_t column_of(Cur key, PyObject *utf8, Py_ssize_t hint) {
+    Py_ssize_t n = PyTuple_GET_SIZE(utf8), len = key.end - key.p;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t j = (hint + i) % n;
+        PyObject *b = PyTuple_GET_ITEM(utf8, j);
+        if (PyBytes_GET_SIZE(b) == len && !memcmp(PyBytes_AS_STRING(b), key.p, (size_t)len))
+            return j;
+    }
+    return -1;
+}
+
+#endif
