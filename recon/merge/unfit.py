@@ -44,9 +44,9 @@ def flag_unfit(
         branches = F.when(cond, arr) if branches is None else branches.when(cond, arr)
     if branches is None:
         return events.withColumn(UNFIT, F.array().cast("array<string>"))
-    flagged = F.filter(
-        F.coalesce(branches, F.array().cast("array<string>")), lambda x: x.isNotNull()
-    )
+    # `array_compact`, not a `filter` lambda (interpreted row by row): the flags of a
+    # 500k-event DataWorks hour took 1.25 s warm with it, 0.87 s without (its read: 0.27 s)
+    flagged = F.array_compact(F.coalesce(branches, F.array().cast("array<string>")))
     return events.withColumn(UNFIT, flagged)
 
 
