@@ -86,7 +86,7 @@ def pk_key(img: str, pks: dict[str, list[str]]) -> Column:
     return by_key_columns(pks, lambda pk: F.to_json(F.array(*[F.col(img)[c] for c in pk])))
 
 
-def row_key(img: Column) -> Column:
+def row_key(img: Column, columns: dict[str, list[str]] | None = None) -> Column:
     """A whole row as text (non-null columns, sorted by name): the identity of a multiset copy.
     NULL columns are left out, so a row written before an ADD COLUMN matches its later image.
 
@@ -94,20 +94,49 @@ def row_key(img: Column) -> Column:
     must not change. Its names are sorted by `sort_array` (no comparator lambda: `array_sort`
     calls one per comparison) and each value read from `img` itself (a lookup in the filtered
     map built it again for every column): 2.3x less per row, measured (`img` is read inside the
-    lambda once per column: pass a column, not an expression)."""
+    lambda once per column: pass a column, not an expression).
+
+    `columns` (table -> its columns): a row of one of those tables whose every name is one of
+    its columns gets the same text without lambdas (`_known_row_key`); Spark interprets a
+    lambda row by row, and with the quick JIT compiler a run of up to a million records uses
+    (`recon.sparkconf.QUICK_JIT_JVM_OPTIONS`) the 94k checksums of a 500k-message DataWorks
+    hour took ~0.9 s with them, ~0.45 s without (297k rows: 1.8 s against 0.95 s, warm)."""
     nn = F.map_filter(img, lambda k, v: v.isNotNull())
-    return F.to_json(F.transform(F.sort_array(F.map_keys(nn)), lambda k: F.array(k, img[k])))
+    general = F.to_json(F.transform(F.sort_array(F.map_keys(nn)), lambda k: F.array(k, img[k])))
+    out: Column | None = None
+    for table, cols in (columns or {}).items():
+        names = sorted(set(cols))  # by code point: the order of UTF-8 bytes `sort_array` has
+        if names:
+            cond = (F.col("table") == table) & _only_names(img, names)
+            value = _known_row_key(img, names)
+            out = F.when(cond, value) if out is None else out.when(cond, value)
+    return general if out is None else out.otherwise(general)
 
 
-def row_checksum(img: Column) -> Column:
+def _only_names(img: Column, names: list[str]) -> Column:
+    """Whether every name of map `img` is one of `names` (NULL for a NULL map: not known)."""
+    present = functools.reduce(
+        Column.__add__, [F.map_contains_key(img, c).cast("int") for c in names]
+    )
+    return present == F.size(img)
+
+
+def _known_row_key(img: Column, names: list[str]) -> Column:
+    """`row_key` of a row whose names are among `names` (sorted): `[name, value]` of each
+    non-null one, in that order."""
+    pairs = [F.when(img[c].isNotNull(), F.array(F.lit(c), img[c])) for c in names]
+    return F.to_json(F.array_compact(F.array(*pairs)))
+
+
+def row_checksum(img: Column, columns: dict[str, list[str]] | None = None) -> Column:
     """A row's term of its bucket's order-independent checksum (summed over the live rows)."""
-    return F.xxhash64(row_key(img))
+    return F.xxhash64(row_key(img, columns))
 
 
-def with_checksum(state: DataFrame) -> DataFrame:
+def with_checksum(state: DataFrame, columns: dict[str, list[str]] | None = None) -> DataFrame:
     """State rows with `ck` filled where it is NULL: added rows (sign > 0) get theirs (computed
-    only for them: `coalesce` stops at a kept term), others none."""
-    fill = F.when(F.col("sign") > 0, row_checksum(F.col("row")))
+    only for them: `coalesce` stops at a kept term), others none. `columns`: `row_key`'s."""
+    fill = F.when(F.col("sign") > 0, row_checksum(F.col("row"), columns))
     return state.withColumn("ck", F.coalesce(F.col("ck"), fill))
 
 

@@ -214,7 +214,8 @@ class _HourMerge:
         changes = sum(n for t in self.names for n in self.by_table_op.get(t, {}).values())
         # nothing to be stale against, or already in, before a table's first state
         self.skips = skip_counts(old, self.to_fold, ms_tables, changes) if self.old_read else {}
-        self.write_state(fold(old, self.to_fold, ms_tables), ms_tables)
+        columns = {n: [c for c, _ in self.schemas[n].columns] for n in self.names}
+        self.write_state(fold(old, self.to_fold, ms_tables, columns), ms_tables)
         self.check_events_unchanged()
         new_man = copy_manifest(self.man)
         tables_out = {n: self.finish_table(n, new_man, publish) for n in self.names}

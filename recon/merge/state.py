@@ -76,14 +76,21 @@ def skip_counts(
     return out
 
 
-def fold(old: DataFrame, contrib: DataFrame, ms_tables: list[str]) -> DataFrame:
+def fold(
+    old: DataFrame,
+    contrib: DataFrame,
+    ms_tables: list[str],
+    columns: dict[str, list[str]] | None = None,
+) -> DataFrame:
     """The new state of the touched buckets: old state rows and this hour's contributions.
 
     One shuffle, by (table, bucket): it also clusters by key for the fold, and it leaves each
     bucket in one task, so the state is written one file per bucket without shuffling the
     new state again. The winner's (table, bucket, key) are the group's own columns, not read
     back out of the winning struct: Spark then knows the rows come out sorted by them, and
-    writes a folder per bucket without sorting the new state again (it did)."""
+    writes a folder per bucket without sorting the new state again (it did). `columns` (table
+    -> its columns): the checksum terms are computed without lambdas for rows of only those
+    (`row_key`)."""
     is_ms = is_multiset(ms_tables)
     allc = old.unionByName(contrib.select(*STATE_COLS)).repartition("table", "bucket")
     keys = ("table", "bucket", "key")
@@ -97,7 +104,7 @@ def fold(old: DataFrame, contrib: DataFrame, ms_tables: list[str]) -> DataFrame:
     ms_state = allc.where(is_ms).dropDuplicates(["table", "bucket", "key", "ident", "sign"])
     # a row that enters the state (or was read without its checksum term) gets it here: once
     # per changed key, not once per contribution or per state row
-    return with_checksum(pk_state.unionByName(ms_state))
+    return with_checksum(pk_state.unionByName(ms_state), columns)
 
 
 def live_rows(state: DataFrame, ms_tables: list[str]) -> DataFrame:
