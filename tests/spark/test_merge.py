@@ -1112,7 +1112,7 @@ def test_a_rows_text_without_lambdas_is_the_same_text(spark) -> None:
     way. Most rows here go the lambda-free way (else this would test nothing)."""
     from recon.merge.contributions import _only_names, row_key
 
-    names = ["id", "Zeta", "alpha", "é", "z", "a\"b", "n\\m", "日本", "a b", "A"]
+    names = ["id", "Zeta", "alpha", "é", "z", 'a"b', "n\\m", "日本", "a b", "A"]
     rnd = random.Random(7)
     rows = []
     for i in range(400):

@@ -58,9 +58,8 @@ def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
         if table == "error":
             c = "error"
         elif table.native is not None:
-            got = attempt(lambda: dw._native.read(value, known[1], table.native))
-            assert got != "error", "the C read raised"
-            c = got and attempt(lambda: lane.row(rec, table, *got))
+            c = attempt(lambda: dw._native.read(value, known[1], table.native, "t", 1, 7))
+            assert c != "error", "the C read raised"
     with _python_only():
         py = attempt(lambda: _lane().read(rec))
     return c, py
@@ -126,19 +125,22 @@ _EDGE_IMAGES = [  # (the after image's columns, whether C reads the message itse
     ('"id":1,', False), ('"id":nul', False),
 ]  # fmt: skip
 _EDGE_PAYLOADS = [  # (the payload's members after the after image, whether C reads it itself)
-    (',"op":"INSERT","sequenceId":"12"', True), (',"op":"INSERT","sequenceId":12', True),
+    (',"op":"INSERT","sequenceId":"12"', True), (',"op":"INSERT","sequenceId":12', False),
     (',"op":"UPDATE_AFTER","sequenceId":"12","before":{"dataColumn":{"id":1}}', True),
     (',"op":"UPDATE_BEFOR","sequenceId":"12","before":{"dataColumn":{"id":1},"x":[1]}', True),
     (',"op":"DELETE","sequenceId":"12","before":{"x":1,"dataColumn":{"id":1}}', True),
     (',"op":"INSERT","sequenceId":"12","timestamp":{"eventTime":5,"x":{"a":[]}}', True),
     (',"op":"INSERT","sequenceId":"12","timestamp":{"eventTime":5,"eventTime":"6"}', True),
     (',"op":"INSERT","sequenceId":"12","timestamp":"5"', True),
+    (',"op":"INSERT","sequenceId":"12","timestamp":{"eventTime":true}', True),
     (',"op":"INSERT","sequenceId":"12","timestamp":[{"eventTime":5}]', True),
     (',"op":"INSERT","sequenceId":"12","timestamp":{"eventTime":2e3}', False),
     (',"op":"INSERT","sequenceId":"12","timestamp":{"eventTime":{}}', False),
     (',"op":"INSERT","sequenceId":"12","timestamp":{"eventTime":9223372036854775808}', False),
     (',"op":"INSERT","sequenceId":"-3"', False), (',"op":"INSERT","sequenceId":null', False),
-    (',"op":"INSERT","sequenceId":"٣"', True), (',"op":"INSERT","sequenceId":true', False),
+    (',"op":"INSERT","sequenceId":"0012"', True), (',"op":"INSERT","sequenceId":"' + "9" * 38 + '"', True),
+    (',"op":"INSERT","sequenceId":"' + "9" * 39 + '"', False), (',"op":"INSERT","sequenceId":"1 "', False),
+    (',"op":"INSERT","sequenceId":"٣"', False), (',"op":"INSERT","sequenceId":true', False),
     (',"op":"INSERT","sequenceId":"12","sequenceId":"13"', True), (',"op":"INSERT"', False),
     (',"op":"DELETE","op":"INSERT","sequenceId":"12","ddl":null,"x":{"y":[1,"\\t"]}', True),
     (',"op":"INSERT","sequenceId":1.5', False), (',"op":"INSERT","sequenceId":["1"]', False),
@@ -348,3 +350,27 @@ def test_damaged_messages_are_refused_or_read_as_python_reads_them(data: st.Data
     else:
         damaged = original[:at] + byte + original[at:]
     _agrees(damaged, learnt=original)
+
+
+def test_the_c_read_builds_the_order_key_of_any_record_place_or_leaves_it() -> None:
+    """The order key's partition and offset: up to 32 and 63 bits C writes them as Python
+    does; a place beyond (which Python clamps) it leaves to Python."""
+    value = _edge(_OK, ',"op":"UPDATE_BEFOR","sequenceId":"12","before":{"dataColumn":{"id":1}}')
+    dw._PARSE(value)
+    known = dw._PARSE.known_opening(value)
+    assert known is not None
+    table = _lane().table_of(known[0])
+    for partition, offset, c_reads in [
+        (0, 0, True), (2**32 - 1, 2**63 - 1, True), (2**32, 5, False), (3, -1, False),
+        (-1, 5, False), (3, 2**63, False),
+    ]:  # fmt: skip
+        c = dw._native.read(value, known[1], table.native, "topic", partition, offset)
+        with _python_only():
+            py = attempt(
+                lambda: _lane().read(RawRecord("topic", partition, offset, None, value, 0))
+            )
+        assert (c is not None) == c_reads and (c is None or c == py), (partition, offset, c, py)
+        if c is not None:
+            assert c[1][4][16:] == b"\x00" + partition.to_bytes(4, "big") + offset.to_bytes(
+                8, "big"
+            )

@@ -1,17 +1,23 @@
 /* The DataWorks lane's read in C (recon.decode.formats.dataworks_json, `DataworksLane.read`).
  *
- * read(value, start, spec) reads the members of a DataWorks message that follow its `schema`
- * (the caller found the schema's text at the message's start, as a text seen before:
- * `SharedMemberJson.known_opening`, and `start` is where the next member begins) and returns
- * (op, sequence_id, event_time, before, after):
+ * read(value, start, spec, topic, partition, offset) reads the members of a DataWorks message
+ * that follow its `schema` (the caller found the schema's text at the message's start, as a
+ * text seen before: `SharedMemberJson.known_opening`, and `start` is where the next member
+ * begins) and returns what `DataworksLane.read` returns of the record (`_Read`): (op, row,
+ * pair key, before, after):
  *   op           the payload's `op`, one of "INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER";
- *   sequence_id  the payload's `sequenceId` as JSON has it (a str, int, bool or None: absent);
- *   event_time   `payload.timestamp.eventTime` as JSON has it (None: absent, or `timestamp` is
- *                not an object);
+ *   row          the `LANE_COLUMNS` tuple `DataworksLane.row` builds: the table's db, tbl, key
+ *                and types (the spec's), the order key (the sequenceId as 16 bytes, a byte
+ *                for the op, the partition and offset), the sequenceId's text, eventTime,
+ *                topic, partition and offset;
+ *   pair key     the spec's prefix and the sequenceId for an update's record, else "";
  *   before/after None (null or absent), or its `dataColumn`'s (column names in the message's
  *                order, their values as text) as `_LaneTable.image` gives them: a string kept,
  *                NULL as None, an integer as its decimal text, or a DATE column's as the UTC
  *                instant of its epoch milliseconds (`_instant_text`).
+ * The sequenceId must be a string of 1-38 ASCII digits, eventTime an integer of 64 bits (or
+ * absent, null, a string or a boolean: no time), the partition and offset not negative, and
+ * the op's image there (the after image of an insert or update, the before of a delete).
  * or None where it does not read the message itself: any JSON it does not fully check, a float
  * anywhere, true or false in an image or as `op`, a string key with an escape, a `\u` escape of
  * a lone surrogate, nesting deeper than 32, a second `schema` member, an op of another record
@@ -23,8 +29,9 @@
  * exactly as RFC 8259 has it, every string (read or skipped) valid UTF-8 with valid escapes,
  * every number an integer.
  *
- * spec: (names: tuple of str, names as UTF-8: tuple of bytes, kinds: bytes of K_PLAIN or
- * K_INSTANT_MS), one entry per column the table's schema declares (`_LaneTable.native`).
+ * spec (`_LaneTable.native`): (names: tuple of str, names as UTF-8: tuple of bytes, kinds:
+ * bytes of K_PLAIN or K_INSTANT_MS, one entry per column the table's schema declares; then
+ * the row's db, tbl, key and types, and the pair key's prefix).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,7 +41,8 @@
 #include "_json.h"
 
 #define N_OPS 4
-static PyObject *OPS[N_OPS];
+#define SPEC_SIZE 8
+static PyObject *OPS[N_OPS], *EMPTY, *ZERO;
 static const char *OP_NAMES[N_OPS] = {"INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"};
 
 /* an image's value (a new reference) as `_LaneTable.image` gives it; NULL refused */
@@ -223,21 +231,76 @@ static int envelope(Cur *c, PyObject **got, PyObject *spec) {
     }
 }
 
+/* The sequenceId's text as 16 big-endian bytes into `out`; -1: not 1-38 ASCII digits. */
+static int sequence_bytes(PyObject *seq, uint8_t *out) {
+    Py_ssize_t n;
+    const char *t;
+    if (!seq || !PyUnicode_Check(seq) || !(t = PyUnicode_AsUTF8AndSize(seq, &n))) return -1;
+    if (n < 1 || n > 38) return -1;
+    unsigned __int128 v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (t[i] < '0' || t[i] > '9') return -1;
+        v = v * 10 + (unsigned)(t[i] - '0');
+    }
+    for (int i = 15; i >= 0; i--, v >>= 8) out[i] = (uint8_t)v;
+    return 0;
+}
+
+/* `DataworksLane.row`'s answer from what the message gave (`got`, each set) and the record's
+ * place; NULL (no error) where it is not a record C answers for. */
+static PyObject *row_of(PyObject **got, PyObject *spec, PyObject *topic, PyObject *part,
+                        PyObject *offset) {
+    uint8_t key[29];
+    PyObject *op = got[M_OP], *seq = got[M_SEQ], *ts = got[M_TS];
+    int before_needed = op == OPS[1] || op == OPS[2];
+    if ((before_needed ? got[M_BEFORE] : got[M_AFTER]) == Py_None) return NULL;
+    if (PyObject_IsTrue(PyTuple_GET_ITEM(spec, 5)) != 1) return NULL; /* no key: not the lane's */
+    if (sequence_bytes(seq, key) < 0) return NULL;
+    long long p = PyLong_AsLongLong(part), o;
+    if (p < 0 || p > 0xFFFFFFFFLL || (o = PyLong_AsLongLong(offset)) < 0) return NULL;
+    PyObject *when = Py_None; /* a time only of an integer (not a boolean), as `row` reads it */
+    if (PyLong_CheckExact(ts)) {
+        int over = 0;
+        long long t = PyLong_AsLongLongAndOverflow(ts, &over);
+        if (over || (t == -1 && PyErr_Occurred())) return NULL; /* beyond 64 bits: Python's */
+        when = ts;
+    }
+    key[16] = op == OPS[2] ? 0 : 1; /* an UPDATE_BEFOR sorts before its UPDATE_AFTER */
+    for (int i = 0; i < 4; i++) key[17 + i] = (uint8_t)(p >> (8 * (3 - i)));
+    for (int i = 0; i < 8; i++) key[21 + i] = (uint8_t)(o >> (8 * (7 - i)));
+    PyObject *order_key = PyBytes_FromStringAndSize((const char *)key, 29);
+    if (!order_key) return NULL;
+    PyObject *row = PyTuple_Pack(16, PyTuple_GET_ITEM(spec, 3), PyTuple_GET_ITEM(spec, 4),
+                                 PyTuple_GET_ITEM(spec, 5), PyTuple_GET_ITEM(spec, 6), order_key,
+                                 Py_None, Py_None, Py_None, seq, ZERO, Py_None, when, Py_None,
+                                 topic, part, offset);
+    Py_DECREF(order_key);
+    if (!row) return NULL;
+    int paired = op == OPS[2] || op == OPS[3];
+    PyObject *pair = paired ? PyUnicode_Concat(PyTuple_GET_ITEM(spec, 7), seq) : Py_NewRef(EMPTY);
+    PyObject *out = pair ? PyTuple_Pack(5, op, row, pair, got[M_BEFORE], got[M_AFTER]) : NULL;
+    Py_DECREF(row);
+    Py_XDECREF(pair);
+    return out;
+}
+
 static PyObject *lane_read(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t start;
-    PyObject *spec;
-    if (!PyArg_ParseTuple(args, "y*nO!", &buf, &start, &PyTuple_Type, &spec)) return NULL;
+    PyObject *spec, *topic, *part, *offset;
+    if (!PyArg_ParseTuple(args, "y*nO!OO!O!", &buf, &start, &PyTuple_Type, &spec, &topic,
+                          &PyLong_Type, &part, &PyLong_Type, &offset))
+        return NULL;
     PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
     Cur c = {(const uint8_t *)buf.buf, (const uint8_t *)buf.buf + buf.len};
-    if (PyTuple_GET_SIZE(spec) != 3 || start < 0 || start > buf.len) goto done;
+    if (PyTuple_GET_SIZE(spec) != SPEC_SIZE || start < 0 || start > buf.len) goto done;
     c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
     if (envelope(&c, got, spec) < 0) goto done;
     ws(&c);
     if (c.p != c.end) goto done;
     for (int i = M_SEQ; i < M_COUNT; i++)
         if (!got[i]) got[i] = Py_NewRef(Py_None);
-    out = PyTuple_Pack(5, got[M_OP], got[M_SEQ], got[M_TS], got[M_BEFORE], got[M_AFTER]);
+    out = row_of(got, spec, topic, part, offset);
 done:
     for (int i = 0; i < M_COUNT; i++) Py_XDECREF(got[i]);
     PyBuffer_Release(&buf);
@@ -250,7 +313,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"read", lane_read, METH_VARARGS,
-     "DataworksLane.read's message in C: (op, sequence_id, event_time, before, after) or None."},
+     "DataworksLane.read's answer in C: (op, row, pair key, before, after), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -261,5 +324,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__dataworks_lane(void) {
     for (int i = 0; i < N_OPS; i++)
         if (!(OPS[i] = PyUnicode_InternFromString(OP_NAMES[i]))) return NULL;
+    if (!(EMPTY = PyUnicode_FromString("")) || !(ZERO = PyLong_FromLong(0))) return NULL;
     return PyModule_Create(&module);
 }

@@ -2,5 +2,7 @@
 
 from typing import Any
 
-def read(value: bytes, start: int, spec: tuple[Any, ...]) -> tuple[str, Any, Any, Any, Any] | None:
-    """`DataworksLane.read`'s message after its schema, or None: left to the Python read."""
+def read(
+    value: bytes, start: int, spec: tuple[Any, ...], topic: str, partition: int, offset: int
+) -> tuple[str, tuple[Any, ...], str, Any, Any] | None:
+    """`DataworksLane.read`'s answer of a record, or None: left to the Python read."""

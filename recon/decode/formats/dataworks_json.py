@@ -386,8 +386,8 @@ class DataworksLane(Lane):
     def read(self, rec: RawRecord) -> _Read | None:
         """The record's row change, read as `DataworksJsonDecoder.handle` reads it; None (or an
         error) when it is not one the lane takes. A message whose schema text was seen before
-        has the rest read by C (`_dataworks_lane.c`: the same answer, or None for what it
-        leaves to this read)."""
+        has the rest read, and its answer built, by C (`_dataworks_lane.c`: the same answer, or
+        None for what it leaves to this read)."""
         value = rec.value
         if not value:
             return None
@@ -396,9 +396,11 @@ class DataworksLane(Lane):
             if known is not None:
                 table = self.table_of(known[0] or _NO_SCHEMA)
                 if table.native is not None:
-                    got = _native.read(value, known[1], table.native)
+                    got = _native.read(
+                        value, known[1], table.native, rec.topic, rec.partition, rec.offset
+                    )
                     if got is not None:
-                        return self.row(rec, table, *got)
+                        return got
         msg = self.parse(value)
         payload = msg.get("payload") if type(msg) is dict else None
         if type(payload) is not dict:
@@ -470,10 +472,14 @@ class _LaneTable:
         """The start of the key that pairs an update's two records (`handle`'s)."""
         self.numbers = frozenset(c for c, t in self.types.items() if t != "timestamp")
         """The columns whose integer values are their decimal text (`_value`)."""
-        self.native = _native_spec(self.types)
+        spec = _native_spec(self.types)
+        self.native = (
+            None if spec is None else (*spec, self.db, self.tbl, self.pk, self.types, self.pairs)
+        )
         """What the C read needs (`_dataworks_lane.c`'s spec): the columns' names (as str and
-        UTF-8) and how C writes their integers (0: decimal text, 6: a DATE's instant); None:
-        C does not read this table's messages."""
+        UTF-8), how C writes their integers (0: decimal text, 6: a DATE's instant), and what
+        its rows hold of the table (db, tbl, key, types; the pair key's prefix); None: C does
+        not read this table's messages."""
 
     def image(self, part: Any, which: str) -> Image | None:
         """An image as (column names, values as text), as `_typed` gives it; an error (the
