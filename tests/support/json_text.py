@@ -1,11 +1,16 @@
-"""JSON written as a test needs it: members in any order or twice, and text as it is (escapes,
--0, fractions, invalid JSON), for the tests of the lanes' C reads."""
+"""For the tests of the lanes' C reads: JSON written as a test needs it (members in any order
+or twice, text as it is: escapes, -0, fractions, invalid JSON), a message damaged byte by
+byte, and a format module's read in Python alone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 import orjson
+from hypothesis import strategies as st
 
 
 class Obj:
@@ -43,3 +48,33 @@ def attempt(read: Any) -> Any:
         return read()
     except Exception:  # noqa: BLE001 - either read may refuse by raising
         return "error"
+
+
+@contextmanager
+def python_only(module: ModuleType) -> Iterator[None]:
+    """A format module's lane without its C read (`_native`), as a checkout not set up has it."""
+    native, module._native = module._native, None  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        module._native = native  # type: ignore[attr-defined]
+
+
+def agreeing(value: bytes, c: Any, py: Any) -> Any:
+    """C's answer `c` to `value`, checked against Python's `py`: the same, or None (left to
+    Python), or an error where Python's is one or None."""
+    assert c is None or c == py or c == "error" and py in (None, "error"), (value, c, py)
+    return c
+
+
+def damaged(data: st.DataObject, original: bytes, start: int, extra: bytes = b"") -> bytes:
+    """`original` with a byte changed, cut out or added at `start` or after it; the byte one of
+    JSON's structure, digits, letters of its literals (and `extra`), or not UTF-8."""
+    at = data.draw(st.integers(start, len(original) - 1))
+    how = data.draw(st.sampled_from(["change", "cut", "add"]))
+    byte = bytes([data.draw(st.sampled_from([*b'{}[]",:\\ 0-9aentul', *extra, 0x80, 0xC3, 0xFF]))])
+    if how == "change":
+        return original[:at] + byte + original[at + 1 :]
+    if how == "cut":
+        return original[:at] + original[at + 1 :]
+    return original[:at] + byte + original[at:]

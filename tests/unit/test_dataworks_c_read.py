@@ -7,8 +7,6 @@ what msgspec and orjson would read otherwise or refuse)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import dataworks_json as dw
 from recon.decode.lane import LaneRows
 from recon.demo import sample
-from tests.support.json_text import Obj, Raw, attempt, json_text
+from tests.support.json_text import Obj, Raw, agreeing, attempt, damaged, json_text, python_only
 
 _VECTORS = Path(__file__).parents[1] / "data/cdc-vectors/dataworks-json"
 """Real messages (Apache Paimon's test resources): an INSERT, a DELETE, and an UPDATE_AFTER
@@ -32,15 +30,6 @@ holding both images; one a line, after a license comment."""
 
 def _lane() -> dw.DataworksLane:
     return dw.DataworksLane(dw.DataworksJsonDecoder(DecodeContext(), Sink()), LaneRows())
-
-
-@contextmanager
-def _python_only() -> Iterator[None]:
-    native, dw._native = dw._native, None
-    try:
-        yield
-    finally:
-        dw._native = native
 
 
 def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
@@ -60,15 +49,13 @@ def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
         elif table.native is not None:
             c = attempt(lambda: dw._native.read(value, known[1], table.native, "t", 1, 7))
             assert c != "error", "the C read raised"
-    with _python_only():
+    with python_only(dw):
         py = attempt(lambda: _lane().read(rec))
     return c, py
 
 
 def _agrees(value: bytes, learnt: bytes | None = None) -> Any:
-    c, py = _both(value, learnt)
-    assert c is None or c == py or c == "error" and py in (None, "error"), (value, c, py)
-    return c
+    return agreeing(value, *_both(value, learnt))
 
 
 def test_the_c_read_is_built() -> None:
@@ -340,16 +327,7 @@ def test_damaged_messages_are_refused_or_read_as_python_reads_them(data: st.Data
     what follows the schema text it knows)."""
     original = data.draw(st.sampled_from(_DEMO))
     opening = original.index(b',"payload"') + 1
-    at = data.draw(st.integers(opening, len(original) - 1))
-    how = data.draw(st.sampled_from(["change", "cut", "add"]))
-    byte = bytes([data.draw(st.sampled_from([*b'{}[]",:\\ 0-9aentulT', 0x80, 0xC3, 0xFF]))])
-    if how == "change":
-        damaged = original[:at] + byte + original[at + 1 :]
-    elif how == "cut":
-        damaged = original[:at] + original[at + 1 :]
-    else:
-        damaged = original[:at] + byte + original[at:]
-    _agrees(damaged, learnt=original)
+    _agrees(damaged(data, original, opening, b"T"), learnt=original)
 
 
 def test_the_c_read_builds_the_order_key_of_any_record_place_or_leaves_it() -> None:
@@ -365,7 +343,7 @@ def test_the_c_read_builds_the_order_key_of_any_record_place_or_leaves_it() -> N
         (-1, 5, False), (3, 2**63, False),
     ]:  # fmt: skip
         c = dw._native.read(value, known[1], table.native, "topic", partition, offset)
-        with _python_only():
+        with python_only(dw):
             py = attempt(
                 lambda: _lane().read(RawRecord("topic", partition, offset, None, value, 0))
             )

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import debezium_json as dbz
 from recon.decode.lane import LaneRows
 from recon.demo import sample
-from tests.support.json_text import Obj, Raw, attempt, json_text
+from tests.support.json_text import Obj, Raw, agreeing, attempt, damaged, json_text, python_only
 
 _KEY = b'{"id":1}'
 _VECTOR = (
@@ -37,15 +35,6 @@ writes it (compact) it is read by C; as it is here, by Python only."""
 
 def _lane() -> dbz.DebeziumLane:
     return dbz.DebeziumLane(dbz.DebeziumJsonDecoder(DecodeContext(), Sink()), LaneRows())
-
-
-@contextmanager
-def _python_only() -> Iterator[None]:
-    native, dbz._native = dbz._native, None
-    try:
-        yield
-    finally:
-        dbz._native = native
 
 
 def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
@@ -66,15 +55,13 @@ def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
             got = attempt(lambda: dbz._native.read(value, known[1], table.native))
             assert got != "error", "the C read raised"
             c = got and attempt(lambda: lane.row(rec, table, *got))
-    with _python_only():
+    with python_only(dbz):
         py = attempt(lambda: _lane().read(rec))
     return c, py
 
 
 def _agrees(value: bytes, learnt: bytes | None = None) -> Any:
-    c, py = _both(value, learnt)
-    assert c is None or c == py or c == "error" and py in (None, "error"), (value, c, py)
-    return c
+    return agreeing(value, *_both(value, learnt))
 
 
 def test_the_c_read_is_built() -> None:
@@ -357,16 +344,7 @@ def test_damaged_messages_are_refused_or_read_as_python_reads_them(data: st.Data
     what follows the schema text it knows)."""
     original = data.draw(st.sampled_from(_DEMO))
     opening = original.index(b',"payload"') + 1
-    at = data.draw(st.integers(opening, len(original) - 1))
-    how = data.draw(st.sampled_from(["change", "cut", "add"]))
-    byte = bytes([data.draw(st.sampled_from([*b'{}[]",:\\ 0-9aentul', 0x80, 0xC3, 0xFF]))])
-    if how == "change":
-        damaged = original[:at] + byte + original[at + 1 :]
-    elif how == "cut":
-        damaged = original[:at] + original[at + 1 :]
-    else:
-        damaged = original[:at] + byte + original[at:]
-    _agrees(damaged, learnt=original)
+    _agrees(damaged(data, original, opening), learnt=original)
 
 
 _TEMPORAL_BOUNDS = [

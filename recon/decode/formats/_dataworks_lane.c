@@ -108,15 +108,10 @@ refused:
     return NULL;
 }
 
-/* `payload.before` or `.after` (at its value) into `*out`: None for null, else its
- * `dataColumn` (`data_columns`; written twice: the last one); -1 refused */
-static int image(Cur *c, PyObject *spec, PyObject **out) {
-    if (*c->p == 'n') {
-        if (literal(c, "null", 4) < 0) return -1;
-        *out = Py_NewRef(Py_None);
-        return 0;
-    }
-    if (*c->p != '{') return -1;
+/* An object (at `{`): its member `name` read by `read` (written twice: the last one), the
+ * other members skipped, checked; `*out` the member's value, or NULL without one. -1 refused. */
+static int one_member(Cur *c, const char *name, PyObject *(*read)(Cur *, PyObject *),
+                      PyObject *arg, PyObject **out) {
     PyObject *got = NULL;
     c->p++;
     for (int first = 1;; first = 0) {
@@ -124,14 +119,13 @@ static int image(Cur *c, PyObject *spec, PyObject **out) {
         int r = next_key(c, first, &key);
         if (r == 0) break;
         if (r < 0) goto refused;
-        if (!key_is(key, "dataColumn")) {
+        if (!key_is(key, name)) {
             if (skip_value(c, 3) < 0) goto refused;
             continue;
         }
         Py_CLEAR(got);
-        if (*c->p != '{' || !(got = data_columns(c, spec))) goto refused;
+        if (!(got = read(c, arg))) goto refused;
     }
-    if (!got) return -1; /* no `dataColumn`: the Python read says so */
     *out = got;
     return 0;
 refused:
@@ -139,32 +133,36 @@ refused:
     return -1;
 }
 
-/* `payload.timestamp` (at its value) into `*out`: its `eventTime` scalar (written twice: the
- * last one), None without one or when it is not an object; -1 refused */
+/* a `dataColumn` (at its value): `data_columns` of an object; NULL refused */
+static PyObject *data_column(Cur *c, PyObject *spec) {
+    return *c->p == '{' ? data_columns(c, spec) : NULL;
+}
+
+static PyObject *scalar_of(Cur *c, PyObject *unused) { return scalar(c); }
+
+/* `payload.before` or `.after` (at its value) into `*out`: None for null, else its
+ * `dataColumn` (`data_columns`); -1 refused, and without a `dataColumn` (the Python read
+ * says why) */
+static int image(Cur *c, PyObject *spec, PyObject **out) {
+    if (*c->p == 'n') {
+        if (literal(c, "null", 4) < 0) return -1;
+        *out = Py_NewRef(Py_None);
+        return 0;
+    }
+    if (*c->p != '{' || one_member(c, "dataColumn", data_column, spec, out) < 0) return -1;
+    return *out ? 0 : -1;
+}
+
+/* `payload.timestamp` (at its value) into `*out`: its `eventTime` scalar, None without one or
+ * when it is not an object; -1 refused */
 static int event_time(Cur *c, PyObject **out) {
     if (*c->p != '{') {
         *out = Py_NewRef(Py_None);
         return skip_value(c, 2);
     }
-    PyObject *got = NULL;
-    c->p++;
-    for (int first = 1;; first = 0) {
-        Cur key;
-        int r = next_key(c, first, &key);
-        if (r == 0) break;
-        if (r < 0) goto refused;
-        if (!key_is(key, "eventTime")) {
-            if (skip_value(c, 3) < 0) goto refused;
-            continue;
-        }
-        Py_CLEAR(got);
-        if (!(got = scalar(c))) goto refused;
-    }
-    *out = got ? got : Py_NewRef(Py_None);
+    if (one_member(c, "eventTime", scalar_of, NULL, out) < 0) return -1;
+    if (!*out) *out = Py_NewRef(Py_None);
     return 0;
-refused:
-    Py_XDECREF(got);
-    return -1;
 }
 
 enum { M_OP, M_SEQ, M_TS, M_BEFORE, M_AFTER, M_COUNT };
