@@ -78,3 +78,45 @@ def damaged(data: st.DataObject, original: bytes, start: int, extra: bytes = b""
     if how == "cut":
         return original[:at] + original[at + 1 :]
     return original[:at] + byte + original[at:]
+
+
+def rare(draw: st.DrawFn) -> bool:
+    """One of the hostile variations, each drawn on its own: most messages have few."""
+    return draw(st.integers(0, 7)) == 0
+
+
+def hostile_members(
+    draw: st.DrawFn, pairs: list[tuple[Any, Any]], values: st.SearchStrategy[Any]
+) -> list[tuple[Any, Any]]:
+    """An image's members, now and then in another order, without the first, with a name no
+    schema has, with the first written twice (a value of `values`), or with the first's name
+    written with escapes."""
+    if rare(draw):
+        pairs = draw(st.permutations(pairs))
+    if rare(draw):
+        pairs = pairs[1:]
+    if rare(draw):
+        pairs.append(("zz", 1))
+    if pairs and rare(draw):
+        pairs.append((pairs[0][0], draw(values)))
+    if pairs and rare(draw):
+        key = orjson.dumps(pairs[0][0]).decode()
+        pairs[0] = (Raw(key.replace("d", "\\u0064").replace("a", "\\u0061")), pairs[0][1])
+    return pairs
+
+
+def hostile_layout(
+    draw: st.DrawFn, pairs: list[tuple[Any, Any]]
+) -> tuple[list[tuple[Any, Any]], str, str]:
+    """A payload's members, now and then one written twice (the last counts) or in another
+    order; the whitespace around its members' colons and commas; and what follows it in the
+    envelope (nothing, or whitespace, text, another member, a stray bracket)."""
+    if rare(draw):
+        pairs.append(draw(st.sampled_from(pairs)))
+    if rare(draw):
+        pairs = draw(st.permutations(pairs))
+    sp = draw(st.sampled_from(["", " ", "\n\t"])) if rare(draw) else ""
+    end = ""
+    if rare(draw):
+        end = draw(st.sampled_from([" \n", "x", "}", ',"schema":null', ',"x":1', ",", "]"]))
+    return pairs, sp, end

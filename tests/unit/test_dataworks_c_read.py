@@ -21,7 +21,18 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import dataworks_json as dw
 from recon.decode.lane import LaneRows
 from recon.demo import sample
-from tests.support.json_text import Obj, Raw, agreeing, attempt, damaged, json_text, python_only
+from tests.support.json_text import (
+    Obj,
+    Raw,
+    agreeing,
+    attempt,
+    damaged,
+    hostile_layout,
+    hostile_members,
+    json_text,
+    python_only,
+    rare,
+)
 
 _VECTORS = Path(__file__).parents[1] / "data/cdc-vectors/dataworks-json"
 """Real messages (Apache Paimon's test resources): an INSERT, a DELETE, and an UPDATE_AFTER
@@ -216,34 +227,19 @@ _SEQ = st.sampled_from(["12", "12", 12, "-3", "0012", "1e3", "", None, True, 1.5
 _OPS = ["INSERT", "DELETE", "UPDATE_BEFOR", "UPDATE_AFTER"]
 
 
-def _rare(draw: st.DrawFn) -> bool:
-    """One of the hostile variations, each drawn on its own: most messages have few."""
-    return draw(st.integers(0, 7)) == 0
-
-
 @st.composite
 def _image(draw: st.DrawFn, cols: list[str], tame: bool) -> Any:
     pairs: list[tuple[Any, Any]] = [
-        (c, draw(_TAME_VALUES if tame or not _rare(draw) else _VALUES)) for c in cols
+        (c, draw(_TAME_VALUES if tame or not rare(draw) else _VALUES)) for c in cols
     ]
     if not tame:
-        if _rare(draw):
-            pairs = draw(st.permutations(pairs))
-        if _rare(draw):
-            pairs = pairs[1:]
-        if _rare(draw):
-            pairs.append(("zz", 1))
-        if pairs and _rare(draw):
-            pairs.append((pairs[0][0], draw(_VALUES)))
-        if pairs and _rare(draw):
-            key = orjson.dumps(pairs[0][0]).decode()
-            pairs[0] = (Raw(key.replace("d", "\\u0064").replace("a", "\\u0061")), pairs[0][1])
+        pairs = hostile_members(draw, pairs, _VALUES)
     image: list[tuple[Any, Any]] = [("dataColumn", Obj(*pairs))]
-    if not tame and _rare(draw):
+    if not tame and rare(draw):
         image.insert(draw(st.integers(0, 1)), draw(st.sampled_from([
             ("x", Raw('[1,{"b":"\\t"}]')), ("dataColumn", Obj()), ("dataColumn", None),
         ])))  # fmt: skip
-    if not tame and _rare(draw) and _rare(draw):
+    if not tame and rare(draw) and rare(draw):
         return draw(st.sampled_from([None, "x", 5, Raw("[]"), Obj()]))
     return Obj(*image)
 
@@ -254,12 +250,12 @@ def _message(draw: st.DrawFn, tame: bool = False) -> tuple[bytes, bytes]:
     payload of an op, a sequenceId, a timestamp and images; untamed, each of many variations
     now and then (whitespace, members in any order, twice or left out, other values, things
     after the payload, ...)."""
-    names = _NAMES[:5] if tame or not _rare(draw) else _NAMES
+    names = _NAMES[:5] if tame or not rare(draw) else _NAMES
     cols = draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True))
     types = [draw(st.sampled_from(_TYPES[:4] if tame else _TYPES)) for _ in cols]
     schema = {
         "dataColumn": [{"name": c, "type": t} for c, t in zip(cols, types, strict=True)],
-        "primaryKey": [cols[0]] if tame or not _rare(draw) else draw(st.sampled_from([[], None])),
+        "primaryKey": [cols[0]] if tame or not rare(draw) else draw(st.sampled_from([[], None])),
         "source": {"dbType": "MySQL", "dbName": "shop", "tableName": "orders"},
     }
     op = draw(st.sampled_from(_OPS))
@@ -274,25 +270,19 @@ def _message(draw: st.DrawFn, tame: bool = False) -> tuple[bytes, bytes]:
     ]  # fmt: skip
     sp = end = ""
     if not tame:
-        if _rare(draw):
+        if rare(draw):
             pairs[2] = ("sequenceId", draw(_SEQ))
-        if _rare(draw):
+        if rare(draw):
             pairs[3] = (
                 "op",
                 draw(st.sampled_from(["MHEARTBEAT", "CREATE", "x", None, 5, "insert"])),
             )
-        if _rare(draw):
+        if rare(draw):
             pairs[4] = ("timestamp", draw(st.sampled_from([
                 None, 5, Obj(), Obj(("eventTime", "5")), Obj(("eventTime", 2**64)),
                 Obj(("eventTime", Raw("1.5"))), Obj(("eventTime", 1), ("eventTime", 2)),
             ])))  # fmt: skip
-        if _rare(draw):
-            pairs.append(draw(st.sampled_from(pairs)))  # a member twice: the last one counts
-        if _rare(draw):
-            pairs = draw(st.permutations(pairs))
-        sp = draw(st.sampled_from(["", " ", "\n\t"])) if _rare(draw) else ""
-        if _rare(draw):
-            end = draw(st.sampled_from([" \n", "x", "}", ',"schema":null', ',"x":1', ",", "]"]))
+        pairs, sp, end = hostile_layout(draw, pairs)
     opening = f'{{"schema":{orjson.dumps(schema).decode()},'
     text = f'{opening}{sp}"payload"{sp}:{sp}{json_text(Obj(*pairs), sp)},"version":"0.0.1"{end}'
     # and a message of the same schema a stream read before (C reads what follows it)

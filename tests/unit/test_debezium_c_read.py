@@ -23,7 +23,18 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import debezium_json as dbz
 from recon.decode.lane import LaneRows
 from recon.demo import sample
-from tests.support.json_text import Obj, Raw, agreeing, attempt, damaged, json_text, python_only
+from tests.support.json_text import (
+    Obj,
+    Raw,
+    agreeing,
+    attempt,
+    damaged,
+    hostile_layout,
+    hostile_members,
+    json_text,
+    python_only,
+    rare,
+)
 
 _KEY = b'{"id":1}'
 _VECTOR = (
@@ -220,30 +231,15 @@ _TX = st.sampled_from([
 ])  # fmt: skip
 
 
-def _rare(draw: st.DrawFn) -> bool:
-    """One of the hostile variations, each drawn on its own: most messages have few."""
-    return draw(st.integers(0, 7)) == 0
-
-
 @st.composite
 def _image(draw: st.DrawFn, cols: list[str], tame: bool) -> Any:
     pairs: list[tuple[Any, Any]] = [
-        (c, draw(_TAME_VALUES if tame or not _rare(draw) else _VALUES)) for c in cols
+        (c, draw(_TAME_VALUES if tame or not rare(draw) else _VALUES)) for c in cols
     ]
     if tame:
         return Obj(*pairs)
-    if _rare(draw):
-        pairs = draw(st.permutations(pairs))
-    if _rare(draw):
-        pairs = pairs[1:]
-    if _rare(draw):
-        pairs.append(("zz", 1))
-    if pairs and _rare(draw):
-        pairs.append((pairs[0][0], draw(_VALUES)))
-    if pairs and _rare(draw):
-        key = orjson.dumps(pairs[0][0]).decode()
-        pairs[0] = (Raw(key.replace("d", "\\u0064").replace("a", "\\u0061")), pairs[0][1])
-    if _rare(draw) and _rare(draw):
+    pairs = hostile_members(draw, pairs, _VALUES)
+    if rare(draw) and rare(draw):
         return draw(st.sampled_from([None, "x", 5, Raw("[]")]))
     return Obj(*pairs)
 
@@ -258,14 +254,14 @@ def _source(draw: st.DrawFn, tame: bool) -> Any:
     if tame:
         return Obj(*pairs)
     for i in range(len(pairs)):
-        if _rare(draw):
+        if rare(draw):
             pairs[i] = (pairs[i][0], draw(_SOURCE[pairs[i][0]]))
-    if _rare(draw):
+    if rare(draw):
         pairs.append(draw(st.sampled_from(sorted(_SOURCE))))
         pairs[-1] = (pairs[-1], draw(_SOURCE[pairs[-1]]))
-    if _rare(draw):
+    if rare(draw):
         pairs = draw(st.permutations(pairs))
-    if _rare(draw) and _rare(draw):
+    if rare(draw) and rare(draw):
         return draw(st.sampled_from([None, "s", Obj()]))
     return Obj(*pairs)
 
@@ -279,7 +275,7 @@ def _message(draw: st.DrawFn, tame: bool = False) -> tuple[bytes, bytes]:
     images, maybe a transaction and other members; untamed, each of many variations now and
     then (whitespace, members in any order, twice or left out, other values, things after the
     payload, ...)."""
-    names = _NAMES[:6] if tame or not _rare(draw) else _NAMES
+    names = _NAMES[:6] if tame or not rare(draw) else _NAMES
     cols = draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True))
     kinds = _PLAIN_FIELDS if tame else _PLAIN_FIELDS * 4 + _FIELDS
     fields = [dict(draw(st.sampled_from(kinds)), field=c) for c in cols]
@@ -296,20 +292,14 @@ def _message(draw: st.DrawFn, tame: bool = False) -> tuple[bytes, bytes]:
                                     ("source", draw(_source(tame))), ("op", op)]  # fmt: skip
     sp = end = ""
     if not tame:
-        if _rare(draw):
+        if rare(draw):
             pairs[3] = ("op", draw(st.sampled_from(["t", "x", None, 5, "C"])))
-        if _rare(draw):
-            pairs.append(draw(st.sampled_from(pairs)))  # a member twice: the last one counts
         if draw(st.booleans()):
             pairs.append(("transaction", draw(_TX)))
         extras = st.sampled_from([("ts_ms", 1700000000001), ("ts_us", 2**62),
                                   ("nested", Raw('{"a":[true,false,null,"\\t",{}]}'))])  # fmt: skip
         pairs += draw(st.lists(extras, max_size=2))
-        if _rare(draw):
-            pairs = draw(st.permutations(pairs))
-        sp = draw(st.sampled_from(["", " ", "\n\t"])) if _rare(draw) else ""
-        if _rare(draw):
-            end = draw(st.sampled_from([" \n", "x", "}", ',"schema":null', ',"x":1', ",", "]"]))
+        pairs, sp, end = hostile_layout(draw, pairs)
     opening = f'{{"schema":{orjson.dumps(schema).decode()},'
     text = f'{opening}{sp}"payload"{sp}:{sp}{json_text(Obj(*pairs), sp)}{end}'
     # and a message of the same schema a stream read before (C reads what follows it)

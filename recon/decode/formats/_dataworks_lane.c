@@ -31,7 +31,8 @@
  *
  * spec (`_LaneTable.native`): (names: tuple of str, names as UTF-8: tuple of bytes, kinds:
  * bytes of K_PLAIN or K_INSTANT_MS, one entry per column the table's schema declares; then
- * the row's db, tbl, key and types, and the pair key's prefix).
+ * the row's db, tbl, key (never empty: a keyless table has no spec) and types, and the pair
+ * key's prefix).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -252,7 +253,6 @@ static PyObject *row_of(PyObject **got, PyObject *spec, PyObject *topic, PyObjec
     PyObject *op = got[M_OP], *seq = got[M_SEQ], *ts = got[M_TS];
     int before_needed = op == OPS[1] || op == OPS[2];
     if ((before_needed ? got[M_BEFORE] : got[M_AFTER]) == Py_None) return NULL;
-    if (PyObject_IsTrue(PyTuple_GET_ITEM(spec, 5)) != 1) return NULL; /* no key: not the lane's */
     if (sequence_bytes(seq, key) < 0) return NULL;
     long long p = PyLong_AsLongLong(part), o;
     if (p < 0 || p > 0xFFFFFFFFLL || (o = PyLong_AsLongLong(offset)) < 0) return NULL;
@@ -293,20 +293,12 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
     Cur c = {(const uint8_t *)buf.buf, (const uint8_t *)buf.buf + buf.len};
     if (PyTuple_GET_SIZE(spec) != SPEC_SIZE || start < 0 || start > buf.len) goto done;
     c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
-    if (envelope(&c, got, spec) < 0) goto done;
-    ws(&c);
-    if (c.p != c.end) goto done;
+    if (envelope(&c, got, spec) < 0 || !at_end(&c)) goto done;
     for (int i = M_SEQ; i < M_COUNT; i++)
         if (!got[i]) got[i] = Py_NewRef(Py_None);
     out = row_of(got, spec, topic, part, offset);
 done:
-    for (int i = 0; i < M_COUNT; i++) Py_XDECREF(got[i]);
-    PyBuffer_Release(&buf);
-    if (!out) {
-        PyErr_Clear(); /* refused, or an error the Python read meets again */
-        Py_RETURN_NONE;
-    }
-    return out;
+    return answer(out, got, M_COUNT, &buf);
 }
 
 static PyMethodDef methods[] = {

@@ -249,20 +249,12 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
     if (next_key(&c, 1, &key) != 1 || !key_is(key, "payload") || *c.p != '{') goto done;
     if (payload(&c, got, spec) < 0) goto done;
     ws(&c);
-    if (c.p >= c.end || *c.p++ != '}') goto done; /* the envelope's end: nothing else in it */
-    ws(&c);
-    if (c.p != c.end) goto done;
+    if (c.p >= c.end || *c.p++ != '}' || !at_end(&c)) goto done; /* the envelope's end */
     for (int i = M_TX; i <= M_AFTER; i++)
         if (!got[i]) got[i] = Py_NewRef(Py_None);
     out = PyTuple_Pack(5, got[M_OP], got[M_SOURCE], got[M_TX], got[M_BEFORE], got[M_AFTER]);
 done:
-    for (int i = 0; i < M_COUNT; i++) Py_XDECREF(got[i]);
-    PyBuffer_Release(&buf);
-    if (!out) {
-        PyErr_Clear(); /* refused, or an error the Python read meets again */
-        Py_RETURN_NONE;
-    }
-    return out;
+    return answer(out, got, M_COUNT, &buf);
 }
 
 static PyMethodDef methods[] = {

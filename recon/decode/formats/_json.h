@@ -397,4 +397,19 @@ static inline Py_ssize_t column_of(Cur key, PyObject *utf8, Py_ssize_t hint) {
     return -1;
 }
 
+/* Whether only whitespace is left after `c`. */
+static inline int at_end(Cur *c) {
+    ws(c);
+    return c->p == c->end;
+}
+
+/* A lane read's return: `out`, or None where it refused (an error, if one was set, cleared:
+ * the Python read meets it again); the `n` objects it read (`got`) and its buffer released. */
+static inline PyObject *answer(PyObject *out, PyObject **got, int n, Py_buffer *buf) {
+    for (int i = 0; i < n; i++) Py_XDECREF(got[i]);
+    PyBuffer_Release(buf);
+    if (out) return out;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
 #endif

@@ -472,14 +472,14 @@ class _LaneTable:
         """The start of the key that pairs an update's two records (`handle`'s)."""
         self.numbers = frozenset(c for c, t in self.types.items() if t != "timestamp")
         """The columns whose integer values are their decimal text (`_value`)."""
-        spec = _native_spec(self.types)
+        spec = _native_spec(self.types) if self.pk else None  # keyless: not the lane's
         self.native = (
             None if spec is None else (*spec, self.db, self.tbl, self.pk, self.types, self.pairs)
         )
         """What the C read needs (`_dataworks_lane.c`'s spec): the columns' names (as str and
         UTF-8), how C writes their integers (0: decimal text, 6: a DATE's instant), and what
         its rows hold of the table (db, tbl, key, types; the pair key's prefix); None: C does
-        not read this table's messages."""
+        not read this table's messages (a table without a key, which the lane leaves too)."""
 
     def image(self, part: Any, which: str) -> Image | None:
         """An image as (column names, values as text), as `_typed` gives it; an error (the
