@@ -861,10 +861,19 @@ def test_a_keyed_tables_contributions_and_their_key_texts_are_what_earlier_state
         "order_key binary, event_time_ms bigint",
     )
     pks = {"s.a": ["id", "k"], "s.b": [], "s.c": ["id"]}
-    got = sorted(
-        (r["event_time_ms"], r["table"], r["key"], r["sign"], r["op"], r["row"] is not None)
-        for r in contributions(ev, pks).collect()
-    )
+
+    def made(pks: dict[str, list[str]]) -> list[tuple]:
+        mine = ev.where(F.col("table").isin(list(pks)))
+        return sorted(
+            (r["event_time_ms"], r["table"], r["key"], r["sign"], r["op"], r["row"] is not None)
+            for r in contributions(mine, pks).collect()
+        )
+
+    got = made(pks)
+    # keyed tables alone, and a keyless one alone, have only their kinds in the expressions:
+    # each makes what it made beside the others
+    assert made({"s.a": pks["s.a"], "s.c": pks["s.c"]}) == [g for g in got if g[1] != "s.b"]
+    assert made({"s.b": []}) == [g for g in got if g[1] == "s.b"]
     assert got == [
         (0, "s.a", '["1","x"]', 1, "insert", True),
         (1, "s.a", '["1","x"]', 1, "update", True),
