@@ -23,14 +23,16 @@ import argparse
 import collections
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from benchmarks.formats import KINDS
 from benchmarks.gen import iter_sizes
@@ -155,21 +157,48 @@ def one_run(tree: Path, work: Path) -> dict[str, Any]:
         {"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(log_dir), "spark.eventLog.compress": "false"}
     )  # fmt: skip
     cmd = [sys.executable, "-m", "recon.cli", "run", "--pipeline", str(work / "pipeline.yaml"), "--from", HOUR]  # fmt: skip
-    t0, cpu0 = time.perf_counter(), _children_cpu()
-    r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
-    if r.returncode:
-        sys.exit(f"ab: recon run with {tree} failed:\n{r.stdout[-2000:]}{r.stderr[-3000:]}")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    sampler = TreeCpu(proc.pid)
+    sampler.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    sampler.done.set()
+    sampler.join()
+    if proc.returncode:
+        sys.exit(f"ab: recon run with {tree} failed:\n{out[-2000:]}{err[-3000:]}")
     jobs = job_times(next(log_dir.rglob("events*")))
-    return {"wall": round(wall, 2), "process_cpu": round(cpu, 2), "jobs": jobs}
+    return {"wall": round(wall, 2), "process_cpu": round(sampler.seconds(), 2), "jobs": jobs}
 
 
-def _children_cpu() -> float:
-    """User and system CPU seconds of this process's ended children and the descendants they
-    waited for: a run's driver, JVM and Python workers (the decoders' Python, which the JVM's
-    task metrics do not count)."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+class TreeCpu(threading.Thread):
+    """The CPU time (user and system) of a process tree: each process's, as last read (every
+    0.1 s while it lives), summed: the driver, the JVM and Spark's Python workers (the
+    decoders' Python, which the JVM's task metrics do not count). A process that lived less
+    than a sample apart, or its last 0.1 s, is missed."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.seen: dict[tuple[int, float], float] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                procs = []
+            for p in procs:
+                try:
+                    t = p.cpu_times()
+                    self.seen[(p.pid, p.create_time())] = t.user + t.system
+                except psutil.Error:
+                    pass
+            self.done.wait(0.1)
+
+    def seconds(self) -> float:
+        return sum(self.seen.values())
 
 
 def main() -> None:
