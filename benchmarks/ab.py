@@ -87,10 +87,10 @@ def _without_checkout(site: str) -> str:
 
 
 def medians(runs: list[dict[str, Any]], floor: float = 0.3) -> dict[str, Any]:
-    """A version's runs (`wall`, `process_cpu`, `jobs`: `JobTimes`) as medians: the wall time,
-    the run's CPU time, its jobs' JVM CPU time, and per job whose median wall time is at least
-    `floor` seconds, its wall and CPU seconds; slowest job first. A job missing from a run
-    counts 0 there."""
+    """A version's runs (`wall`, `process_cpu`, `jvm_cpu`, `jobs`: `JobTimes`) as medians: the
+    wall time, the run's CPU time, its JVM's, its jobs' tasks', and per job whose median wall
+    time is at least `floor` seconds, its wall and CPU seconds; slowest job first. A job
+    missing from a run counts 0 there."""
     sites = {s for r in runs for s in r["jobs"]}
     per = {
         s: (
@@ -103,6 +103,7 @@ def medians(runs: list[dict[str, Any]], floor: float = 0.3) -> dict[str, Any]:
     return {
         "wall": statistics.median(r["wall"] for r in runs),
         "process_cpu": statistics.median(r.get("process_cpu", 0.0) for r in runs),
+        "jvm_cpu": statistics.median(r.get("jvm_cpu", 0.0) for r in runs),
         "cpu": statistics.median(sum(c for _, _, c in r["jobs"].values()) for r in runs),
         "jobs": [{"job": s, "wall": round(w, 2), "cpu": round(c, 2)} for s, w, c in kept],
     }
@@ -168,7 +169,12 @@ def one_run(tree: Path, work: Path) -> dict[str, Any]:
     if proc.returncode:
         sys.exit(f"ab: recon run with {tree} failed:\n{out[-2000:]}{err[-3000:]}")
     jobs = job_times(next(log_dir.rglob("events*")))
-    return {"wall": round(wall, 2), "process_cpu": round(sampler.seconds(), 2), "jobs": jobs}
+    return {
+        "wall": round(wall, 2),
+        "process_cpu": round(sampler.seconds(), 2),
+        "jvm_cpu": round(sampler.seconds("jvm"), 2),
+        "jobs": jobs,
+    }
 
 
 class TreeCpu(threading.Thread):
@@ -180,7 +186,8 @@ class TreeCpu(threading.Thread):
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
-        self.seen: dict[tuple[int, float], float] = {}
+        self.seen: dict[tuple[int, float], tuple[str, float]] = {}
+        """(pid, start) -> (process kind, its CPU seconds as last read)."""
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -192,13 +199,15 @@ class TreeCpu(threading.Thread):
             for p in procs:
                 try:
                     t = p.cpu_times()
-                    self.seen[(p.pid, p.create_time())] = t.user + t.system
+                    kind = "jvm" if "java" in p.name() else "python"
+                    self.seen[(p.pid, p.create_time())] = (kind, t.user + t.system)
                 except psutil.Error:
                     pass
             self.done.wait(0.1)
 
-    def seconds(self) -> float:
-        return sum(self.seen.values())
+    def seconds(self, kind: str | None = None) -> float:
+        """CPU seconds of the tree's processes (`kind`: of its "jvm" or "python" ones)."""
+        return sum(c for k, c in self.seen.values() if kind in (None, k))
 
 
 def main() -> None:
@@ -226,11 +235,11 @@ def main() -> None:
             got = one_run(dirs[v], hour)
             runs[v].append(got)
             cpu = sum(c for _, _, c in got["jobs"].values())
-            print(f"  {v:<24} {got['wall']:6.1f} s  CPU {got['process_cpu']:6.1f} s (jobs' JVM {cpu:6.1f} s)", flush=True)  # fmt: skip
+            print(f"  {v:<24} {got['wall']:6.1f} s  CPU {got['process_cpu']:6.1f} s (JVM {got['jvm_cpu']:5.1f} s, its jobs' tasks {cpu:5.1f} s)", flush=True)  # fmt: skip
     summary = {v: medians(r) for v, r in runs.items()}
     (work / "ab.json").write_text(json.dumps({"format": args.format, "messages": counts["messages"], "runs": runs, "medians": summary}, indent=1))  # fmt: skip
     for v, m in summary.items():
-        print(f"\n{v}: median {m['wall']:.1f} s, CPU {m['process_cpu']:.1f} s (jobs' JVM {m['cpu']:.1f} s)")  # fmt: skip
+        print(f"\n{v}: median {m['wall']:.1f} s, CPU {m['process_cpu']:.1f} s (JVM {m['jvm_cpu']:.1f} s, its jobs' tasks {m['cpu']:.1f} s)")  # fmt: skip
         for j in m["jobs"]:
             print(f"  {j['wall']:6.2f} s wall  {j['cpu']:6.2f} s CPU  {j['job']}")
     print(f"\nab: {work / 'ab.json'}")
