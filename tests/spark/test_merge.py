@@ -742,15 +742,20 @@ def test_each_bucket_is_written_as_one_file_without_shuffling_the_new_state_agai
     assert len(list(export_rows(cfg, "s.b"))) == 40 and len(list(export_rows(cfg, "s.a"))) == 40
 
 
-def test_the_new_state_is_written_a_folder_per_bucket_without_sorting_it_again(
+def test_the_folds_sort_decides_by_its_first_column_and_the_write_sorts_by_bucket_only(
     spark, tmp_path: Path
 ) -> None:
-    """The fold's aggregate comes out sorted by (table, bucket, key), which is what writing a
-    folder per bucket needs: Spark's plan of the state's write has no sort of its own between
-    the aggregate and the files (it sorted the whole new state again when the fold read its
-    table and bucket back out of the winning row)."""
-    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
-    events = [event(i, "s.a", "insert", None, {"id": i % 25, "v": str(i)}, T) for i in range(60)]
+    """The fold groups by a long first (`_sort_first`: the table's place, the bucket, 40 bits
+    of the key's hash), so the sort its aggregate needs decides by its first 8 bytes, where the
+    table's name (the same in every row) decided nothing; the write then sorts the winners by
+    (table, bucket) alone, and each bucket is still one file. The plan of the state's write
+    shows both sorts and no other."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {"primary_key": ["id"]}})
+    events = [
+        event(i, t, "insert", None, {"id": i % 25, "v": str(i)}, T)
+        for t in ("s.a", "s.b")
+        for i in range(60)
+    ]
     write_hour(cfg, hour(0), events)
     merge_hour(spark, cfg, hour(0), buckets=4)
     # the store keeps the newest executions (a bounded list: count none by position); this
@@ -768,8 +773,24 @@ def test_the_new_state_is_written_a_folder_per_bucket_without_sorting_it_again(
         nodes = [ln.strip(" +-:*|") for ln in tree.splitlines() if "(" in ln]
         write = next(i for i, n in enumerate(nodes) if n.startswith("WriteFiles"))
         agg = next(i for i, n in enumerate(nodes) if n.startswith("SortAggregate"))
-        assert not [n for n in nodes[write:agg] if n.startswith("Sort ")], tree
-    assert len(list(export_rows(cfg, "s.a"))) == 25
+        sorts = [n for n in nodes[write : agg + 2] if n.startswith("Sort ")]
+        assert len(sorts) == 2, tree  # the write's, then the aggregate's
+        keys = [_sort_keys(plan, n) for n in sorts]
+        assert keys[0] == ["_t", "_b"], keys
+        assert keys[1][0] == "_groupingexpression" and keys[1][1:] == ["table", "bucket", "key"]
+    state = cfg.layout.merge
+    for name in ("s.a", "s.b"):
+        for f in load_manifest(cfg)["tables"][name]["files"].values():
+            assert len(list((state / f["path"]).glob("*.parquet"))) == 1, f["path"]
+        assert len(list(export_rows(cfg, name))) == 25
+
+
+def _sort_keys(plan: str, node: str) -> list[str]:
+    """The columns a plan's sort node (`Sort (7)`) sorts by, without their ids."""
+    number = node.split("(")[1].split(")")[0]
+    details = plan.split(f"\n({number}) Sort")[-1]
+    args = details.split("Arguments: [", 1)[1].split("]", 1)[0]
+    return [a.split("#")[0].strip() for a in args.split(",")]
 
 
 def _bucket_checksums(spark: Any, cfg: Any) -> dict[tuple[str, int], tuple[int, str]]:
@@ -889,6 +910,37 @@ def test_a_keyed_tables_contributions_and_their_key_texts_are_what_earlier_state
         (9, "s.c", '["5"]', 0, "pk_change", False),
         (9, "s.c", '["6"]', 1, "update", True),
     ]
+
+
+def test_the_folds_first_grouping_column_changes_no_winner(spark) -> None:
+    """`fold` groups by `_sort_first` (the tables' places, the bucket, a key hash) before
+    (table, bucket, key) for speed alone: with the tables numbered, some unnumbered (NULL), or
+    too many to number, the same winners."""
+    from recon.merge.contributions import STATE_DDL
+    from recon.merge.state import fold
+
+    rows = [  # table, bucket, key, order key, sign: per key the highest (order key, sign) wins
+        (t, b, f'["{k}"]', None, bytes([o]), s, {"v": f"{t}{k}{o}"}, o, "update", None)
+        for t in ("s.a", "s.b", "s.c")
+        for b in (0, 3)
+        for k in range(5)
+        for o, s in ((1, 1), (2, 0), (k, 1))
+    ]
+    contrib = spark.createDataFrame(rows, STATE_DDL)
+    old = spark.createDataFrame([], STATE_DDL)
+
+    def winners(columns: dict[str, list[str]] | None) -> list[tuple]:
+        got = fold(old, contrib, [], columns).collect()
+        return sorted((r["table"], r["bucket"], r["key"], r["order_key"], r["sign"]) for r in got)
+
+    numbered = winners({"s.a": ["v"], "s.b": ["v"], "s.c": ["v"]})
+    assert len(numbered) == 3 * 2 * 5
+    assert numbered[0] == ("s.a", 0, '["0"]', bytes([2]), 0)  # (2, 0) over (1, 1), (0, 1)
+    assert ("s.a", 0, '["4"]', bytes([4]), 1) in numbered
+    assert winners(None) == numbered
+    assert winners({"s.b": ["v"]}) == numbered  # two tables unnumbered
+    many = {f"t{i:02d}": ["v"] for i in range(40)}  # past 32 tables: none numbered
+    assert winners({**many, "s.a": ["v"], "s.b": ["v"], "s.c": ["v"]}) == numbered
 
 
 def test_bucket_checksums_kept_with_the_rows_equal_the_rows_own(spark, tmp_path: Path) -> None:
