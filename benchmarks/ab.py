@@ -27,8 +27,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,7 @@ import psutil
 
 from benchmarks.formats import KINDS
 from benchmarks.gen import iter_sizes
-from benchmarks.run import HOUR, ROOT, _env, make_hour
+from benchmarks.run import HOUR, ROOT, TreeSampler, _env, make_hour, sampled
 
 JobTimes = dict[str, tuple[int, float, float]]
 """Job description or call site -> (jobs, wall seconds, CPU seconds of their tasks)."""
@@ -158,16 +156,7 @@ def one_run(tree: Path, work: Path) -> dict[str, Any]:
         {"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(log_dir), "spark.eventLog.compress": "false"}
     )  # fmt: skip
     cmd = [sys.executable, "-m", "recon.cli", "run", "--pipeline", str(work / "pipeline.yaml"), "--from", HOUR]  # fmt: skip
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    sampler = TreeCpu(proc.pid)
-    sampler.start()
-    out, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    sampler.done.set()
-    sampler.join()
-    if proc.returncode:
-        sys.exit(f"ab: recon run with {tree} failed:\n{out[-2000:]}{err[-3000:]}")
+    wall, _, sampler = sampled(cmd, env, TreeCpu, f"ab: recon run with {tree}", cwd=tree)
     jobs = job_times(next(log_dir.rglob("events*")))
     return {
         "wall": round(wall, 2),
@@ -177,18 +166,16 @@ def one_run(tree: Path, work: Path) -> dict[str, Any]:
     }
 
 
-class TreeCpu(threading.Thread):
+class TreeCpu(TreeSampler):
     """The CPU time (user and system) of a process tree: each process's, as last read (every
     0.1 s while it lives), summed: the driver, the JVM and Spark's Python workers (the
     decoders' Python, which the JVM's task metrics do not count). A process that lived less
     than a sample apart, or its last 0.1 s, is missed."""
 
     def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.root = psutil.Process(pid)
+        super().__init__(pid)
         self.seen: dict[tuple[int, float], tuple[str, float]] = {}
         """(pid, start) -> (process kind, its CPU seconds as last read)."""
-        self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.is_set():

@@ -19,9 +19,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 import yaml
@@ -35,7 +36,41 @@ HOUR = "2026-03-02T10"
 PATHS = ("copy", "naive", "recon")
 
 
-class PeakMemory(threading.Thread):
+class TreeSampler(threading.Thread):
+    """A thread that samples a process tree (`root` and its descendants) until `done` is set."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.done = threading.Event()
+
+
+Sampler = TypeVar("Sampler", bound=TreeSampler)
+
+
+def sampled(
+    cmd: list[str],
+    env: dict[str, str],
+    watch: Callable[[int], Sampler],
+    what: str,
+    cwd: Path | None = None,
+) -> tuple[float, str, Sampler]:
+    """Run `cmd` to its end, `watch` sampling its process tree meanwhile: (its seconds, its
+    standard output, the sampler); when it fails, exit naming `what` with its output's end."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)  # fmt: skip
+    sampler = watch(proc.pid)
+    sampler.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - start
+    sampler.done.set()
+    sampler.join()
+    if proc.returncode != 0:
+        sys.exit(f"{what} failed ({proc.returncode}):\n{out[-2000:]}{err[-3000:]}")
+    return seconds, out, sampler
+
+
+class PeakMemory(TreeSampler):
     """Samples the memory of a process tree: the JVM's resident size (driver and executors: one
     process in local mode), the Python processes' proportional set sizes (driver program and
     Spark's workers, where the system reports it): the workers are forked from one daemon, and
@@ -43,10 +78,8 @@ class PeakMemory(threading.Thread):
     measured 0.9 or 3.9 GB of Python that way, by how many workers were alive at once)."""
 
     def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.root = psutil.Process(pid)
+        super().__init__(pid)
         self.peak = {"total_mb": 0.0, "jvm_mb": 0.0, "python_mb": 0.0}
-        self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.is_set():
@@ -82,18 +115,7 @@ def _proportional_mb(p: psutil.Process) -> float:
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    mem = PeakMemory(proc.pid)
-    mem.start()
-    out, err = proc.communicate()
-    seconds = time.perf_counter() - start
-    mem.done.set()
-    mem.join()
-    if proc.returncode != 0:
-        sys.exit(
-            f"bench: {' '.join(cmd[:4])} failed ({proc.returncode}):\n{out[-2000:]}{err[-3000:]}"
-        )
+    seconds, out, mem = sampled(cmd, env, PeakMemory, f"bench: {' '.join(cmd[:4])}")
     return {"seconds": round(seconds, 2), "peak": mem.peak, "stdout": out}
 
 
