@@ -119,9 +119,10 @@ def _sort_first(tables: list[str]) -> Column:
     first, the fold and its write of a 500k-event DataWorks hour took 2.23-2.54 s against
     2.67-2.96 s (one JVM, warm); fresh `recon run`s, the fold's CPU 5.15 -> 4.59 s (medians
     of four, `benchmarks.ab`). Speed only: the rows are still grouped by (table, bucket, key)
-    after it, so a table not in `tables` (NULL here) changes nothing but the time; more than
-    `_PLACED_TABLES` tables are not placed (a lookup per row among them would cost more than
-    the order saves), and the write then sorts rows of one bucket's tables apart."""
+    after it, so a row whose table is not placed (NULL here: the sort compares it as before,
+    by table, bucket and key) changes nothing but the time: a table not in `tables`, and every
+    table when there are more than `_PLACED_TABLES` (a lookup per row among so many would cost
+    more than the order saves)."""
     places = [x for i, t in enumerate(tables) for x in (F.lit(t), F.lit(i))]
     if len(tables) > _PLACED_TABLES:
         places = []
