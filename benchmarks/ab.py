@@ -121,10 +121,8 @@ def checkout(version: str, trees: Path) -> Path:
         shutil.rmtree(tree, ignore_errors=True)
         _git("worktree", "add", "--detach", "--force", str(tree), rev)
         (tree / ".venv").symlink_to(ROOT / ".venv")
-        (tree / "recon" / "_proto").mkdir(parents=True, exist_ok=True)
-        protos = sorted(str(p.relative_to(tree)) for p in (tree / "proto").glob("*.proto"))
-        _run([sys.executable, "-m", "grpc_tools.protoc", "-Iproto", "--python_out=recon/_proto", *protos], tree)  # fmt: skip
-        (tree / "recon" / "_proto" / "__init__.py").touch()
+        # this checkout's script: a revision from before it has none of its own
+        _run(["bash", str(ROOT / "scripts" / "gen-proto.sh")], tree)
         if (tree / "scripts" / "build-native.sh").exists():
             _run(["bash", "scripts/build-native.sh"], tree)
     return tree

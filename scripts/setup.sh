@@ -36,10 +36,8 @@ if ! .venv/bin/python scripts/pyspark_intact.py; then
 fi
 [ -f "$STAMP" ] || echo "$want" > "$STAMP"
 # Generated protobuf code is a build output, never committed.
-mkdir -p recon/_proto
-.venv/bin/python -m grpc_tools.protoc -Iproto --python_out=recon/_proto proto/*.proto
-touch recon/_proto/__init__.py
-# The C part of the package (the Tencent lane's read), compiled in place
+bash scripts/gen-proto.sh
+# The C part of the package (the three lanes' reads), compiled in place
 bash scripts/build-native.sh
 # Spark's classes in a class-data-sharing archive for the driver JVMs (recon/demo/class_archive.py): one
 # small sample run, only when the JDK, pyspark or its jars changed
