@@ -86,35 +86,20 @@ def pk_key(img: str, pks: dict[str, list[str]]) -> Column:
     return by_key_columns(pks, lambda pk: F.to_json(F.array(*[F.col(img)[c] for c in pk])))
 
 
-def row_key(img: Column, columns: dict[str, list[str]] | None = None) -> Column:
+def row_key(img: Column) -> Column:
     """A whole row as text (non-null columns, sorted by name): the identity of a multiset copy.
     NULL columns are left out, so a row written before an ADD COLUMN matches its later image.
 
-    The text is kept in the state (a keyless table's keys) and summed into its checksums, so it
-    must not change. Its names are sorted by `sort_array` (no comparator lambda: `array_sort`
-    calls one per comparison) and each value read from `img` itself (a lookup in the filtered
-    map built it again for every column): 2.3x less per row, measured (`img` is read inside the
-    lambda once per column: pass a column, not an expression).
-
-    `columns` (table -> its columns): a row of one of those tables whose every name is one of
-    its columns gets the same text without lambdas (`_known_row_key`); Spark interprets a
-    lambda row by row, and with the quick JIT compiler a run of up to a million records uses
-    (`recon.sparkconf.QUICK_JIT_JVM_OPTIONS`) the checksums of 297k rows took 1.8 s with them,
-    0.95 s without (warm; in the fold of a 500k-message DataWorks hour, 4.2 s in all, the
-    checksums with lambdas were 0.5-0.9 s)."""
+    The text is kept in the state (a keyless table's keys), so it must not change. Its names
+    are sorted by `sort_array` (no comparator lambda: `array_sort` calls one per comparison)
+    and each value read from `img` itself (a lookup in the filtered map built it again for
+    every column): 2.3x less per row, measured (`img` is read inside the lambda once per
+    column: pass a column, not an expression)."""
     # the names of non-null values by `filter`, not `map_filter`: Spark generates code for
     # `filter` and `transform`, but `map_filter` is interpreted, and one such expression takes
     # its whole query step out of generated code (every other expression of it interpreted too)
     present = F.filter(F.sort_array(F.map_keys(img)), lambda k: img[k].isNotNull())
-    general = F.to_json(F.transform(present, lambda k: F.array(k, img[k])))
-    out: Column | None = None
-    for table, cols in (columns or {}).items():
-        names = sorted(set(cols))  # by code point: the order of UTF-8 bytes `sort_array` has
-        if names:
-            cond = (F.col("table") == table) & _only_names(img, names)
-            value = _known_row_key(img, names)
-            out = F.when(cond, value) if out is None else out.when(cond, value)
-    return general if out is None else out.otherwise(general)
+    return F.to_json(F.transform(present, lambda k: F.array(k, img[k])))
 
 
 def _only_names(img: Column, names: list[str]) -> Column:
@@ -125,21 +110,55 @@ def _only_names(img: Column, names: list[str]) -> Column:
     return present == F.size(img)
 
 
-def _known_row_key(img: Column, names: list[str]) -> Column:
-    """`row_key` of a row whose names are among `names` (sorted): `[name, value]` of each
-    non-null one, in that order."""
-    pairs = [F.when(img[c].isNotNull(), F.array(F.lit(c), img[c])) for c in names]
-    return F.to_json(F.array_compact(F.array(*pairs)))
+CHECKSUM_TERMS = 2
+"""The form of the state rows' checksum terms (`row_checksum`), kept in each table's manifest
+entry (`TableEntry.checksum_terms`). A table whose state holds terms of another form (1, absent
+from the entry: xxhash64 of the `row_key` text, before session 49) has every term computed again
+by its next merge, which so writes (and publishes) all its buckets once: a bucket checksum is a
+sum of terms of one form, the same for the same rows whichever hours wrote them."""
 
 
 def row_checksum(img: Column, columns: dict[str, list[str]] | None = None) -> Column:
-    """A row's term of its bucket's order-independent checksum (summed over the live rows)."""
-    return F.xxhash64(row_key(img, columns))
+    """A row's term of its bucket's order-independent checksum (summed over the live rows):
+    xxhash64 over its non-null (name, value) pairs, names sorted by code point, chained one
+    text after the other (Spark hashes an array's elements so, and skips a NULL one: a NULL
+    column is left out, so a row written before an ADD COLUMN has the term of its later image).
+
+    No text is built: the terms of a 466k-row Debezium hour took 6.3-7.3 s as xxhash64 of the
+    `row_key` text (JSON by Jackson, each value read by a lookup that scans the map's names),
+    1.2-1.4 s as this (one JVM, warm). `columns` (table -> its columns, in the order decoders
+    write a row's image): a row of one of those tables whose names are its columns in that
+    order has its values read by place (`map_values`), one whose names are among them by name;
+    other rows go the general way (lambdas, interpreted row by row)."""
+    present = F.filter(F.sort_array(F.map_keys(img)), lambda k: img[k].isNotNull())
+    out = F.xxhash64(F.flatten(F.transform(present, lambda k: F.array(k, img[k]))))
+    for table, cols in (columns or {}).items():
+        order = list(dict.fromkeys(cols))
+        if not order:
+            continue
+        names = sorted(order)  # by code point: the order of UTF-8 bytes `sort_array` has
+        values = F.map_values(img)
+        in_order = F.map_keys(img) == F.array(*[F.lit(c) for c in order])
+        by_place = _pairs_hash(names, lambda c: values[order.index(c)])
+        is_table = F.col("table") == table
+        out = (
+            F.when(is_table & in_order, by_place)
+            .when(is_table & _only_names(img, names), _pairs_hash(names, lambda c: img[c]))
+            .otherwise(out)
+        )
+    return out
+
+
+def _pairs_hash(names: list[str], value: Callable[[str], Column]) -> Column:
+    """xxhash64 of name, value, name, value... of `names` (in that order), a NULL value's pair
+    left out (`row_checksum`)."""
+    pairs = [x for c in names for x in (F.when(value(c).isNotNull(), F.lit(c)), value(c))]
+    return F.xxhash64(*pairs)
 
 
 def with_checksum(state: DataFrame, columns: dict[str, list[str]] | None = None) -> DataFrame:
     """State rows with `ck` filled where it is NULL: added rows (sign > 0) get theirs (computed
-    only for them: `coalesce` stops at a kept term), others none. `columns`: `row_key`'s."""
+    only for them: `coalesce` stops at a kept term), others none. `columns`: `row_checksum`'s."""
     fill = F.when(F.col("sign") > 0, row_checksum(F.col("row"), columns))
     return state.withColumn("ck", F.coalesce(F.col("ck"), fill))
 

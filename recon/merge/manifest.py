@@ -47,6 +47,9 @@ class TableEntry(TypedDict):
     schema: dict[str, Any]
     """`TableSchema.to_json()`."""
     snapshot_loaded: NotRequired[bool]
+    checksum_terms: NotRequired[int]
+    """The form of its state rows' checksum terms (`recon.merge.contributions.CHECKSUM_TERMS`);
+    absent in states written before session 49 (form 1)."""
     snapshot_id: NotRequired[int | None]
     """The Iceberg snapshot that publishes this state (what `recon rollback` restores; what
     `recon expire` keeps while the state is kept). Absent in states written before it was kept."""

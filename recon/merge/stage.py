@@ -36,6 +36,7 @@ from recon.layout import (
     write_json_atomic,
 )
 from recon.merge.contributions import (
+    CHECKSUM_TERMS,
     STATE_COLS,
     STATE_DDL,
     contributions,
@@ -310,9 +311,18 @@ class _HourMerge:
     def find_touched_buckets(self) -> None:
         touched, self.entered, self.unfit = contribution_counts(self.contrib, UNFIT)
         self.touched = {n: touched.get(n, set()) for n in self.names}
-        for n in self.names:  # a schema change rewrites the whole published table
-            if self.schema_changed[n] and n in self.man["tables"]:
+        for n in self.names:  # a schema change rewrites the whole published table; so do terms
+            # of another form (`CHECKSUM_TERMS`: every bucket's checksum is summed again)
+            if (self.schema_changed[n] or self.old_terms(n)) and n in self.man["tables"]:
                 self.touched[n] |= {int(b) for b in self.man["tables"][n]["files"]}
+
+    def old_terms(self, n: str) -> bool:
+        """Whether table `n`'s state holds checksum terms of another form than `row_checksum`
+        computes (`CHECKSUM_TERMS`): its next merge computes them all again."""
+        entry = self.man["tables"].get(n)
+        if entry is None or not entry["files"]:
+            return False
+        return entry.get("checksum_terms") != CHECKSUM_TERMS
 
     def read_old_state(self) -> DataFrame:
         base = self.cfg.layout.merge
@@ -332,7 +342,11 @@ class _HourMerge:
     def in_current_columns(self, old: DataFrame) -> DataFrame:
         """State rows written before a schema change, in the schema's columns (renamed,
         dropped, defaults filled); a keyless table's copies are keyed by their whole row, so
-        they get the key (and bucket) of the row they now are."""
+        they get the key (and bucket) of the row they now are. Terms of another form
+        (`old_terms`) are left for the fold to compute again."""
+        recount = [n for n in self.names if self.old_terms(n)]
+        if recount:
+            old = old.withColumn("ck", F.when(~F.col("table").isin(recount), F.col("ck")))
         changing = [
             n
             for n, s in self.schemas.items()
@@ -422,6 +436,7 @@ class _HourMerge:
                 "unfit_values": sum(st["unfit"].values()),
             }
         entry["schema"] = self.schemas[n].to_json()
+        entry["checksum_terms"] = CHECKSUM_TERMS
         if n in self.snapshot_for:
             entry["snapshot_loaded"] = True
 

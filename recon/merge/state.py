@@ -89,8 +89,8 @@ def fold(
     new state again. The fold groups by `_sort_first` before (table, bucket, key), so that the
     sort the grouping needs decides nearly every comparison by its first 8 bytes; the write
     then sorts the winners by (table, bucket), an order they are already in. `columns` (table
-    -> its columns; its tables also number `_sort_first`'s): the checksum terms are computed
-    without lambdas for rows of only those (`row_key`)."""
+    -> its columns, in their order; its tables also number `_sort_first`'s): the checksum
+    terms of those tables' rows are computed without lambdas (`row_checksum`)."""
     is_ms = is_multiset(ms_tables)
     allc = old.unionByName(contrib.select(*STATE_COLS)).repartition("table", "bucket")
     keys = ("table", "bucket", "key")

@@ -795,10 +795,10 @@ def _sort_keys(plan: str, node: str) -> list[str]:
 
 def _bucket_checksums(spark: Any, cfg: Any) -> dict[tuple[str, int], tuple[int, str]]:
     """(live rows, checksum) per state bucket, from the rows themselves: the sum of
-    xxhash64(row_key(row)) over the live rows, as the manifest defines it."""
+    `row_checksum(row)` (its general way) over the live rows, as the manifest defines it."""
     from pyspark.sql import functions as F
 
-    from recon.merge.contributions import STATE_DDL, row_key
+    from recon.merge.contributions import STATE_DDL, row_checksum
     from recon.merge.state import U64, live_rows
 
     man = load_manifest(cfg)
@@ -809,7 +809,7 @@ def _bucket_checksums(spark: Any, cfg: Any) -> dict[tuple[str, int], tuple[int, 
             state = spark.read.schema(STATE_DDL).parquet(str(cfg.layout.merge / f["path"]))
             got = (
                 live_rows(state, ms)
-                .agg(F.count("*"), F.sum(F.xxhash64(row_key(F.col("row"))).cast("decimal(38,0)")))
+                .agg(F.count("*"), F.sum(row_checksum(F.col("row")).cast("decimal(38,0)")))
                 .first()
             )
             out[(name, int(b))] = (int(got[0]), str(int(got[1] or 0) % U64))
@@ -828,8 +828,12 @@ def _manifest_checksums(cfg: Any) -> dict[tuple[str, int], tuple[int, str]]:
 def test_a_rows_key_text_and_checksum_term_are_what_earlier_states_hold(spark) -> None:
     """A keyless table's state keys are `row_key` texts and every bucket checksum sums
     `row_checksum` terms, both kept from hour to hour: the expressions may get faster, never
-    different. The values are those the states written since the terms were kept hold."""
-    from recon.merge.contributions import row_checksum, row_key
+    different. The keys are those earlier states hold; the terms are of form 2
+    (`CHECKSUM_TERMS`, session 49): xxhash64 of the non-null (name, value) pairs by name,
+    chained (a state of form 1 has its terms computed again: the test after this)."""
+    from recon.merge.contributions import CHECKSUM_TERMS, row_checksum, row_key
+
+    assert CHECKSUM_TERMS == 2  # a new form of the terms is a new number, and a test of it
 
     rows = [
         ({"b": "2", "a": "1", "c": None},),  # names sorted; a NULL column left out
@@ -846,12 +850,121 @@ def test_a_rows_key_text_and_checksum_term_are_what_earlier_states_hold(spark) -
         ).collect()
     ]
     assert got == [
-        ('[["a","1"],["b","2"]]', 4777570110872077126),
-        ('[["B","x"],["Z","q\\"uo\\\\te"],["a",""],["é","ü"]]', -4714250776616762302),
-        ("[]", -243856227592294829),
-        ("[]", -243856227592294829),
+        ('[["a","1"],["b","2"]]', 4872522888017431362),
+        ('[["B","x"],["Z","q\\"uo\\\\te"],["a",""],["é","ü"]]', -4793047147837932450),
+        ("[]", 42),  # no pair: the seed
+        ("[]", 42),
         (None, 42),
     ]
+    pairs = df.select(F.xxhash64(*[F.lit(x) for x in ("a", "1", "b", "2")])).first()
+    assert pairs is not None and pairs[0] == got[0][1]
+
+
+def _as_form_one(spark: Any, cfg: Any) -> None:
+    """The state as a merge before session 49 left it: each kept term xxhash64 of the row's
+    `row_key` text, each bucket's checksum their sum, no `checksum_terms` in the manifest."""
+    from recon.merge.contributions import STATE_DDL, row_key
+    from recon.merge.state import U64, live_rows
+
+    man = load_manifest(cfg)
+    for name, t in man["tables"].items():
+        del t["checksum_terms"]
+        ms = [] if t["schema"]["primary_key"] else [name]
+        for f in t["files"].values():
+            folder = cfg.layout.merge / f["path"]
+            state = spark.read.schema(STATE_DDL).parquet(str(folder))
+            old = state.withColumn(
+                "ck", F.when(F.col("sign") > 0, F.xxhash64(row_key(F.col("row"))))
+            )
+            table = old.toArrow()
+            total = live_rows(old, ms).agg(F.sum(F.col("ck").cast("decimal(38,0)"))).first()
+            for p in folder.iterdir():
+                p.unlink()
+            pq.write_table(table, folder / "part-00000.parquet")
+            f["checksum"] = str(int(total[0] or 0) % U64)
+    cfg.layout.manifest.write_text(json.dumps(man))
+
+
+def _published(cfg: Any, name: str) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in export_rows(cfg, name))
+
+
+def test_a_state_of_form_one_terms_is_summed_again_whole_by_its_next_merge(
+    spark, tmp_path: Path
+) -> None:
+    """A state whose rows hold checksum terms of the earlier form (`CHECKSUM_TERMS`) has
+    every bucket of its tables written again by the next merge, each term computed again:
+    after it the buckets' checksums are the sums of their rows' own terms, and the tables'
+    checksums and rows are those of a state that merged the same hours fresh. The hour after
+    writes only what it touches."""
+    tables = {"s.a": {"primary_key": ["id"]}, "s.b": {}}
+    t0 = {"id": "int32", "v": "string"}
+    hours = [
+        [event(i, "s.a", "insert", None, {"id": i, "v": f"v{i}"}, t0, ["id"]) for i in range(12)]
+        + [event(100 + i, "s.b", "insert", None, {"id": i % 4, "v": "m"}, t0) for i in range(8)],
+        [event(20, "s.a", "update", {"id": 1, "v": "v1"}, {"id": 1, "v": "w1"}, t0, ["id"])],
+        [event(30, "s.a", "delete", {"id": 2, "v": "v2"}, None, t0, ["id"])],
+    ]
+    upgraded = pipeline(tmp_path / "upgraded", tables)
+    fresh = pipeline(tmp_path / "fresh", tables)
+    for cfg in (upgraded, fresh):
+        for i, evs in enumerate(hours):
+            write_hour(cfg, hour(i), evs)
+    merge_hour(spark, upgraded, hour(0))
+    _as_form_one(spark, upgraded)
+    assert _manifest_checksums(upgraded) != _bucket_checksums(spark, upgraded)  # form 1 now
+    r1 = merge_hour(spark, upgraded, hour(1))
+    man = load_manifest(upgraded)
+    for name, t in r1["tables"].items():
+        assert t["buckets_touched"] == len(man["tables"][name]["files"]) > 1, name
+        assert man["tables"][name]["checksum_terms"] == 2
+    assert _manifest_checksums(upgraded) == _bucket_checksums(spark, upgraded)
+    r2 = merge_hour(spark, upgraded, hour(2))
+    assert r2["tables"]["s.a"]["buckets_touched"] == 1
+    assert r2["tables"]["s.b"]["buckets_touched"] == 0
+    for i in range(3):
+        want = merge_hour(spark, fresh, hour(i))
+    for name in tables:
+        assert r2["tables"][name]["checksum"] == want["tables"][name]["checksum"], name
+        assert _published(upgraded, name) == _published(fresh, name), name
+    assert _manifest_checksums(upgraded) == _manifest_checksums(fresh)
+
+
+def test_a_rows_checksum_term_is_the_same_whichever_way_it_is_read(spark) -> None:
+    """`row_checksum` given the tables' columns reads a row whose names are its table's
+    columns in their order by place, one whose names are among them by name, and others
+    the general way (lambdas): the three give the same term (summed into checksums kept from
+    hour to hour): names in any case, order, script or with quotes, NULL values, an empty row,
+    a name the table lacks, a NULL row, another table's rows. Rows of each way are here (else
+    this would test nothing)."""
+    from recon.merge.contributions import _only_names, row_checksum
+
+    names = ["id", "Zeta", "alpha", "é", "z", 'a"b', "n\\m", "日本", "a b", "A"]
+    rnd = random.Random(7)
+    rows = []
+    for i in range(600):
+        cols = names if i % 3 == 0 else rnd.sample(names, rnd.randint(0, len(names)))
+        img = {c: rnd.choice([None, "", "x", 'q"1', "é\n", str(i)]) for c in cols}
+        if i % 17 == 0:
+            img["extra"] = "1"  # a name the table's columns lack
+        kv = (None, None) if i % 41 == 0 else (list(img), list(img.values()))
+        rows.append(("s.t" if i % 5 else "s.other", *kv))
+    # maps from arrays: a map from a Python dict does not keep its order
+    df = spark.createDataFrame(rows, "table string, k array<string>, v array<string>").select(
+        "table", F.map_from_arrays("k", "v").alias("img")
+    )
+    columns = {"s.t": names, "s.u": ["id"]}
+    img = F.col("img")
+    in_order = F.map_keys(img) == F.array(*[F.lit(c) for c in names])
+    by_name = ~in_order & _only_names(img, sorted(names))
+    got = df.select(
+        (row_checksum(img).eqNullSafe(row_checksum(img, columns))).alias("same"),
+        ((F.col("table") == "s.t") & in_order).alias("by_place"),
+        ((F.col("table") == "s.t") & by_name).alias("by_name"),
+    ).collect()
+    assert all(r["same"] for r in got)
+    assert sum(bool(r["by_place"]) for r in got) > 100
+    assert sum(bool(r["by_name"]) for r in got) > 200
 
 
 def test_a_keyed_tables_contributions_and_their_key_texts_are_what_earlier_states_hold(
@@ -1163,31 +1276,3 @@ def test_written_rows_are_counted_for_values_that_do_not_fit_only_where_one_can_
     assert merge(6, [upsert(clean, 5)]) == ([], {})
     got = {r["id"]: r["n"] for r in export_rows(cfg, "s.a")}
     assert got == {1: 3, 2: 5, clean: 5, beside: 3}
-
-
-def test_a_rows_text_without_lambdas_is_the_same_text(spark) -> None:
-    """`row_key` given the tables' columns writes, for a row whose every name is a column of
-    its table, the text its lambdas write (kept in states and summed into checksums: it must
-    not change): names in any case, order, script or with quotes, NULL values, an empty row;
-    a row with a name its table lacks, a NULL row and another table's rows go the general
-    way. Most rows here go the lambda-free way (else this would test nothing)."""
-    from recon.merge.contributions import _only_names, row_key
-
-    names = ["id", "Zeta", "alpha", "é", "z", 'a"b', "n\\m", "日本", "a b", "A"]
-    rnd = random.Random(7)
-    rows = []
-    for i in range(400):
-        cols = rnd.sample(names, rnd.randint(0, len(names)))
-        img = {c: rnd.choice([None, "", "x", 'q"1', "é\n", str(i)]) for c in cols}
-        if i % 17 == 0:
-            img["extra"] = "1"  # a name the table's columns lack
-        rows.append(("s.t" if i % 5 else "s.other", None if i % 41 == 0 else img))
-    df = spark.createDataFrame(rows, "table string, img map<string,string>")
-    columns = {"s.t": names, "s.u": ["id"]}
-    img = F.col("img")
-    got = df.select(
-        (row_key(img).eqNullSafe(row_key(img, columns))).alias("same"),
-        ((F.col("table") == "s.t") & _only_names(img, sorted(names))).alias("known"),
-    ).collect()
-    assert all(r["same"] for r in got)
-    assert sum(bool(r["known"]) for r in got) > 250
