@@ -13,8 +13,12 @@ A version is a git revision (checked out once into `<work>/trees/`, with the pro
 generated and the C modules built there, the setup's `.venv` shared) or a directory holding a
 checkout (a working tree, changed by hand).
 
+The checkouts are kept for the next comparison (building one takes a while);
+`--clean` removes them, and git's records of them.
+
 Run: .venv/bin/python -m benchmarks.ab [--format F] [--messages 500k] [--rounds 3] [--work DIR]
      VERSION [VERSION ...]
+     .venv/bin/python -m benchmarks.ab --clean [--work DIR]
 """
 
 from __future__ import annotations
@@ -128,6 +132,18 @@ def checkout(version: str, trees: Path) -> Path:
     return tree
 
 
+def clean(trees: Path) -> int:
+    """Remove the checkouts under `trees` and git's records of them (`git worktree prune`);
+    how many there were. The shared `.venv` in each is a link: removed, never followed."""
+    gone = 0
+    for tree in sorted(p for p in trees.iterdir() if p.is_dir()) if trees.is_dir() else []:
+        (tree / ".venv").unlink(missing_ok=True)
+        shutil.rmtree(tree)
+        gone += 1
+    _git("worktree", "prune")
+    return gone
+
+
 def _git(*args: str) -> str:
     r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
     if r.returncode and args[0] != "rev-parse":
@@ -197,15 +213,22 @@ class TreeCpu(TreeSampler):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="alternate fresh recon runs between code versions")
-    ap.add_argument("versions", nargs="+", help="git revisions or checkout directories")
+    ap.add_argument("versions", nargs="*", help="git revisions or checkout directories")
     ap.add_argument("--format", default="dataworks_json", choices=sorted(KINDS))
     ap.add_argument("--messages", default="500k")
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default=str(ROOT / "var" / "ab"))
+    ap.add_argument("--clean", action="store_true", help="remove the checked-out revisions")
     args = ap.parse_args()
     work = Path(args.work).resolve()
     trees = work / "trees"
+    if args.clean:
+        print(f"ab: removed {clean(trees)} checkout(s) under {trees}")
+        if not args.versions:
+            return
+    elif not args.versions:
+        ap.error("name at least one VERSION (a git revision or a checkout directory), or --clean")
     trees.mkdir(parents=True, exist_ok=True)
     dirs = {v: checkout(v, trees) for v in args.versions}
     hour = work / "hour"

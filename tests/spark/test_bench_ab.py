@@ -1,6 +1,7 @@
 """`python -m benchmarks.ab` end to end: a git revision checked out beside this checkout (its
 protobuf code generated, its C modules built) and this checkout itself, each running a fresh
-`recon run` of one small hour; both runs' jobs named alike, with wall and CPU times."""
+`recon run` of one small hour; both runs' jobs named alike, with wall and CPU times; then
+`--clean` removes the checkout and git's record of it."""
 
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ def test_two_versions_run_the_same_hour_and_their_jobs_compare(tmp_path: Path) -
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         got = json.loads((work / "ab.json").read_text())
     finally:
-        for tree in (work / "trees").glob("*"):
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
+        clean = [sys.executable, "-m", "benchmarks.ab", "--clean", "--work", str(work)]
+        gone = subprocess.run(clean, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "removed 1 checkout(s)" in gone.stdout, gone.stdout + gone.stderr
+    assert not any((work / "trees").iterdir())
+    trees = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True)
+    assert str(work) not in trees.stdout  # git's record of it pruned too
     assert got["messages"] == 2000
     runs = got["runs"]
     assert list(runs) == ["HEAD", str(ROOT)]
