@@ -337,16 +337,15 @@ class _HourMerge:
         if not old_dirs:
             return self.spark.createDataFrame([], STATE_DDL)
         old = self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)
+        recount = [n for n in self.names if self.old_terms(n)]
+        if recount:  # terms of another form: the fold computes them again (`CHECKSUM_TERMS`)
+            old = old.withColumn("ck", F.when(~F.col("table").isin(recount), F.col("ck")))
         return self.in_current_columns(old)
 
     def in_current_columns(self, old: DataFrame) -> DataFrame:
         """State rows written before a schema change, in the schema's columns (renamed,
         dropped, defaults filled); a keyless table's copies are keyed by their whole row, so
-        they get the key (and bucket) of the row they now are. Terms of another form
-        (`old_terms`) are left for the fold to compute again."""
-        recount = [n for n in self.names if self.old_terms(n)]
-        if recount:
-            old = old.withColumn("ck", F.when(~F.col("table").isin(recount), F.col("ck")))
+        they get the key (and bucket) of the row they now are."""
         changing = [
             n
             for n, s in self.schemas.items()
