@@ -44,35 +44,45 @@ _VECTOR = (
 writes it (compact) it is read by C; as it is here, by Python only."""
 
 
-def _lane() -> dbz.DebeziumLane:
-    return dbz.DebeziumLane(dbz.DebeziumJsonDecoder(DecodeContext(), Sink()), LaneRows())
+def _lane(keys: dict[str, list[str]] | None = None) -> dbz.DebeziumLane:
+    ctx = DecodeContext(primary_keys=keys or {})
+    return dbz.DebeziumLane(dbz.DebeziumJsonDecoder(ctx, Sink()), LaneRows())
 
 
-def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
-    """(C's answer, Python's) to one record: a result, None (C: left to Python) or "error".
+def _both(
+    value: bytes,
+    learnt: bytes | None = None,
+    key: bytes | None = _KEY,
+    keys: dict[str, list[str]] | None = None,
+    place: tuple[int, int] = (1, 7),
+) -> tuple[Any, Any]:
+    """(C's answer, Python's) to one record (of record key `key`, at partition and offset
+    `place`, the pipeline's configured `keys`): a result, None (C: left to Python) or "error".
     C reads a message whose schema text opens it as a message read before did (`learnt`,
     else `value` itself): that one is read first, as the stream would have."""
-    rec = RawRecord("t", 1, 7, _KEY, value, 0)
+    rec = RawRecord("t", *place, key, value, 0)
     dbz._PARSE(learnt if learnt is not None else value)
     known = dbz._PARSE.known_opening(value)
     c: Any = None
     if known is not None and type(known[0]) is dict:
-        lane = _lane()
+        lane = _lane(keys)
         table = attempt(lambda: lane.table_of(known[0]))  # a schema it cannot read: an error
         assert dbz._native is not None
         if table == "error":
             c = "error"
         elif table.native is not None:
-            got = attempt(lambda: dbz._native.read(value, known[1], table.native))
-            assert got != "error", "the C read raised"
-            c = got and attempt(lambda: lane.row(rec, table, *got))
+            c = attempt(lambda: dbz._native.read(
+                value, known[1], table.native, rec.key, lane.primary_keys, dbz._shared_key,
+                rec.topic, rec.partition, rec.offset,
+            ))  # fmt: skip
+            assert c != "error", "the C read raised"
     with python_only(dbz):
-        py = attempt(lambda: _lane().read(rec))
+        py = attempt(lambda: _lane(keys).read(rec))
     return c, py
 
 
-def _agrees(value: bytes, learnt: bytes | None = None) -> Any:
-    return agreeing(value, *_both(value, learnt))
+def _agrees(value: bytes, learnt: bytes | None = None, **record: Any) -> Any:
+    return agreeing(value, *_both(value, learnt, **record))
 
 
 def test_the_c_read_is_built() -> None:
@@ -143,7 +153,7 @@ _EDGE_IMAGES = [  # (the after image's members, whether C reads the message itse
     ('"id":1,"name":"x","amt":"AQI=","ts":1,', False), ('"id":1,"name":"x","amt":"AQI=","ts":nul', False),
 ]  # fmt: skip
 _EDGE_SOURCES = [  # (the source's members, whether C reads the message itself)
-    (_SRC, True), (_SRC + ',"db":"other"', True), (_SRC + ',"row":"2","pos":"5"', True),
+    (_SRC, True), (_SRC + ',"db":"other"', True), (_SRC + ',"row":"2","pos":"5"', False),
     (_SRC + ',"snapshot":"LAST","gtid":null,"ts_ms":0,"ts_sec":3', True),
     (_SRC + ',"x":{"a":[1,{"b":[]}],"c":"\\t"}', True), (_SRC + ',"pos":4.0', False),
     (_SRC + ',"x":1.5', False), (_SRC + ',"file":["a"]', False), ('"table":"orders"', False),
@@ -152,6 +162,22 @@ _EDGE_SOURCES = [  # (the source's members, whether C reads the message itself)
     (_SRC + ',"x":"\udced\udca0\udc80"', False), (_SRC + ',"x":"\udce0\udc80\udc80"', False),
     (_SRC + ',"x":"\udcf4\udc90\udc80\udc80"', False), (_SRC + ',"x":"a\udcff"', False),
     (_SRC + ',"x":"\x01"', False), (_SRC + ',"x":[1,]', False), (_SRC + ',"x":{"a":1,}', False),
+    # the row C builds: the GTID's number where no file is named, the time from ts_sec, the
+    # position's numbers clamped into the order key, snapshot words in any case
+    ('"db":"shop","table":"orders","gtid":"3E11FA47-71CA-11E1-9E33-C80AA9429562:23","row":2', True),
+    ('"db":"shop","table":"orders","file":"","gtid":"0-1-42","ts_sec":1700000000', True),
+    ('"db":"shop","table":"orders","file":null,"gtid":"u:tag:7","ts_ms":null,"ts_sec":0', True),
+    ('"db":"shop","table":"orders","gtid":"u:x","pos":-3,"row":-1', True),
+    ('"db":"shop","table":"orders","gtid":"1-2","row":4294967296', True),
+    ('"db":"shop","table":"orders","gtid":"u:' + "9" * 30 + '"', True),
+    (_SRC + ',"pos":-5,"row":99999999999', True), ('"db":"shop","table":"orders","file":"b"', True),
+    ('"db":"shop","table":"orders","file":"42","pos":1', True),
+    ('"db":"shop","table":"orders","file":"mysql-bin.' + "9" * 40 + '","pos":9223372036854775807', True),
+    (_SRC + ',"snapshot":"FIRST_IN_DATA_COLLECTION"', True), (_SRC + ',"snapshot":true', True),
+    (_SRC + ',"snapshot":"İncremental"', False), (_SRC + ',"ts_ms":true', False),
+    (_SRC + ',"pos":9223372036854775808', False), (_SRC + ',"ts_sec":9223372036854776', False),
+    (_SRC + ',"gtid":" u:5"', False), (_SRC + ',"gtid":"u:٣"', False), (_SRC + ',"file":"a b.1"', False),
+    (_SRC + ',"file":"x' + "1" * 300 + '"', False), (_SRC + ',"gtid":5', False),
 ]  # fmt: skip
 
 
@@ -381,3 +407,57 @@ def _typed_message(draw: st.DrawFn) -> tuple[bytes, bytes]:
 def test_the_c_read_converts_decimals_and_times_as_python(message: tuple[bytes, bytes]) -> None:
     c, py = _both(*message)
     assert c == py if py not in (None, "error") else c in (None, "error"), (message, c, py)
+
+
+_RECORD_KEYS = [  # (a record key, whether C reads it itself)
+    (b'{"id":1}', True), (None, True), (b"", True), (b' {"id":1,"k":"x"} \n', True), (b"{}", True),
+    (b'{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}],'
+     b'"optional":false,"name":"shop.orders.Key"},"payload":{"id":1,"b":null}}', True),
+    (b'{"payload":{"id":1},"schema":null}', True), (b'{"schema":1,"payload":null}', True),
+    (b'{"schema":1,"payload":[1]}', True), (b'{"payload":{"id":1}}', True),
+    ('{"é":1,"x y":true}'.encode(), True), (b'{"id":-999999999999999999}', False),
+    (b'{"id":1,"id":2}', False), (b'{"i\\u0064":1}', False), (b'{"id":1.5}', False),
+    (b'{"id":' + b"1" * 400 + b"}", False), (b'{"id":' + b"1" * 19 + b"}", False),
+    (b"null", False), (b"5", False), (b'"id"', False), (b"[1]", False), (b"{", False),
+    (b'{"id":1}x', False), (b'\xef\xbb\xbf{"id":1}', False), (b'{"id":"\xff"}', False),
+    (b'{"schema":1,"payload":{"a":1,"a":2}}', False),
+]  # fmt: skip
+
+
+def test_the_c_read_takes_the_key_columns_as_python() -> None:
+    """The row's key columns: the names of the record key's object (or of its `payload`
+    beside a `schema`), none for no key, the pipeline's configured key where it names the
+    table; C reads the keys it can and leaves the rest to Python, which then reads them as
+    before (orjson: a failed parse means no key columns)."""
+    value = _edge(_OK)
+    for key, c_reads in _RECORD_KEYS:
+        c = _agrees(value, key=key)
+        assert (c not in (None, "error")) == c_reads, key
+    configured = {"shop.orders": ["k", "id"], "other.t": ["x"]}
+    c = _agrees(value, key=b'{"id":1}', keys=configured)
+    assert c[1][2] == ["k", "id"]
+    c = _agrees(value, key=b"not json", keys=configured)
+    assert c[1][2] == ["k", "id"]  # the configured key: the record key is not read at all
+    for keys in ({"shop.orders": []}, {"other.t": ["x"]}):  # an empty key, another table's
+        c = _agrees(value, key=b'{"id":1}', keys=keys)
+        assert c[1][2] == ["id"]
+    rows = [_both(value, key=k)[0][1] for k in (b'{"id":1}', b'{"id":2}', b'{"id":3}')]
+    assert len({id(r[2]) for r in rows}) == 1, "the rows share one key list, as in Python"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([k for k, _ in _RECORD_KEYS]),
+    st.sampled_from([(0, 0), (1, 7), (2**32 - 1, 2**63 - 1), (2**32, 5), (-1, 3), (3, -1)]),
+    st.sampled_from([None, {"shop.orders": ["id"]}, {"shop.orders": []}]),
+    _message(),
+)
+def test_the_c_read_of_any_key_and_place_answers_as_python(
+    key: bytes | None,
+    place: tuple[int, int],
+    keys: dict[str, list[str]] | None,
+    message: tuple[bytes, bytes],
+) -> None:
+    """Hostile messages with each record key, at the edges of a partition's and an offset's
+    range (the order key's tail: Python clamps what C leaves to it) and with configured keys."""
+    _agrees(*message, key=key, keys=keys, place=place)

@@ -1,13 +1,21 @@
 /* The Debezium lane's read in C (recon.decode.formats.debezium_json, `DebeziumLane.read`).
  *
- * read(value, start, spec) reads the members of a JSON converter envelope that follow its
- * `schema` (the caller found the schema's text at the message's start, as a text seen before:
- * `SharedMemberJson.known_opening`, and `start` is where the next member begins) and returns
- * (op, source, transaction, before, after):
- *   op           the payload's `op`, one of "c", "u", "d", "r";
- *   source       a dict of the `source` members the lane reads (db, table, snapshot, file, pos,
- *                row, gtid, ts_ms, ts_sec), each a str, int, bool or None as JSON has it;
- *   transaction  None, a dict of its `id` (when it has one), or the scalar it is;
+ * read(value, start, spec, key, primary_keys, shared_key, topic, partition, offset) reads the
+ * members of a JSON converter envelope that follow its `schema` (the caller found the schema's
+ * text at the message's start, as a text seen before: `SharedMemberJson.known_opening`, and
+ * `start` is where the next member begins) and returns what `DebeziumLane.read` returns of the
+ * record: (op, row, before, after):
+ *   op           the canonical op (`_op`): "insert", "update", "delete" or "snapshot" (an `r`,
+ *                or a `c` whose `source.snapshot` is true or one of `_SNAPSHOT_TRUE`'s words);
+ *   row          the `LANE_COLUMNS` tuple `DebeziumLane.row` builds: `source`'s db and table,
+ *                the key columns (`_key_columns`: the table's configured key in
+ *                `primary_keys`, else the names of the record key's JSON object, or of its
+ *                `payload` when it has a `schema` and a `payload`, each list given by
+ *                `shared_key`), the spec's types, the order key and position (`_position`:
+ *                the binlog file's number, pos and row, or the GTID's number and row, then
+ *                the partition and offset, each clamped as `u64`/`u32` clamp), gtid, file,
+ *                pos, row, the transaction's id, the source time (`ts_ms`, else `ts_sec` in
+ *                milliseconds), the spec's defaults, topic, partition and offset;
  *   before/after None, or (column names in the message's order, their values as text): each
  *                value converted as `_LaneSchema.image` converts it (a string of a plain
  *                column kept, an integer of a plain column as its decimal text, NULL as None,
@@ -17,14 +25,20 @@
  * lone surrogate, nesting deeper than 32, a member other than `payload` after the schema, an
  * image that does not hold each of its
  * schema's columns once, a value in an image or in a read `source` member that is an object or
- * array, or a converter that raises. None changes nothing: the caller reads the message in
- * Python then (msgspec, then orjson), which gives the same answer or refuses it. So this file
- * only has to be right about what it accepts: JSON exactly as RFC 8259 has it, every string
- * (read or skipped) valid UTF-8 with valid escapes, every number an integer.
+ * array, or a converter that raises; and where the row is not one it builds itself: db or
+ * table not a non-empty string, the op's image absent, a `source` member of another type than
+ * the common one (file and gtid strings, the numbers integers of 64 bits), a file name or
+ * GTID with a character outside the few they are written with, a snapshot word not ASCII, a
+ * record key that is not a JSON object of distinct, unescaped names. None changes nothing:
+ * the caller reads the message in Python then (msgspec, then orjson), which gives the same
+ * answer or refuses it. So this file only has to be right about what it accepts: JSON exactly
+ * as RFC 8259 has it, every string (read or skipped) valid UTF-8 with valid escapes, every
+ * number an integer.
  *
- * spec: (before, after), each (names: tuple of str, names as UTF-8: tuple of bytes,
- * converters: tuple of callables, kinds: bytes of K_* codes, scales: tuple of ints (a
- * DECIMAL's)), one entry per column of that part of the schema (`_LaneSchema.native`).
+ * spec: (before, after, types, defaults): before and after each (names: tuple of str, names
+ * as UTF-8: tuple of bytes, converters: tuple of callables, kinds: bytes of K_* codes,
+ * scales: tuple of ints (a DECIMAL's)), one entry per column of that part of the schema; the
+ * types and defaults of the schema's events (`_LaneSchema.native`).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,9 +48,11 @@
 #include "_json.h"
 
 static PyObject *S_C, *S_U, *S_D, *S_R, *S_ID;
-static PyObject *SOURCE_KEYS[9];
-static const char *SOURCE_NAMES[9] = {"db", "table", "snapshot", "file", "pos",
-                                      "row", "gtid", "ts_ms", "ts_sec"};
+static PyObject *OP_INSERT, *OP_UPDATE, *OP_DELETE, *OP_SNAPSHOT;
+
+enum { S_DB, S_TABLE, S_SNAPSHOT, S_FILE, S_POS, S_ROW, S_GTID, S_TS_MS, S_TS_SEC, S_COUNT };
+static const char *SOURCE_NAMES[S_COUNT] = {"db", "table", "snapshot", "file", "pos",
+                                            "row", "gtid", "ts_ms", "ts_sec"};
 
 static int b64(uint8_t ch) {
     if (ch >= 'A' && ch <= 'Z') return ch - 'A';
@@ -157,8 +173,7 @@ refused:
 
 /* An object (at `{`) as a dict of its members named in `names` (`keys`: the same as str), each
  * a scalar (a member written twice: the last one, as msgspec reads it); the other members
- * skipped, checked. NULL refused. `source` (the members the lane reads) and `transaction`
- * (its `id`). */
+ * skipped, checked. NULL refused. The payload's `transaction` (its `id`). */
 static PyObject *members(Cur *c, const char **names, PyObject **keys, int n) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
@@ -185,13 +200,38 @@ static PyObject *members(Cur *c, const char **names, PyObject **keys, int n) {
     return NULL;
 }
 
+/* `source` (at `{`): the members the lane reads into `src` (S_*: NULL where absent), each a
+ * scalar (a member written twice: the last one; a second `source` replaces the first whole,
+ * as a dict does); the other members skipped, checked. -1 refused. */
+static int source(Cur *c, PyObject **src) {
+    for (int i = 0; i < S_COUNT; i++) Py_CLEAR(src[i]);
+    c->p++;
+    for (int first = 1;; first = 0) {
+        Cur key;
+        int got = next_key(c, first, &key);
+        if (got == 0) return 0;
+        if (got < 0) return -1;
+        int which = -1;
+        for (int i = 0; i < S_COUNT; i++)
+            if (key_is(key, SOURCE_NAMES[i])) which = i;
+        if (which < 0) {
+            if (skip_value(c, 2) < 0) return -1;
+            continue;
+        }
+        PyObject *v = scalar(c);
+        if (!v) return -1;
+        Py_XSETREF(src[which], v);
+    }
+}
+
 static const char *ID_NAME[1] = {"id"};
 
 enum { M_OP, M_SOURCE, M_TX, M_BEFORE, M_AFTER, M_COUNT };
 
 /* one member of the payload the lane reads into `got[which]` (a member written twice: the
- * last one, as msgspec and orjson read it); -1 refused */
-static int payload_member(Cur *c, int which, PyObject **got, PyObject *spec) {
+ * last one, as msgspec and orjson read it; `source`'s members into `src`, `got[M_SOURCE]`
+ * then True); -1 refused */
+static int payload_member(Cur *c, int which, PyObject **got, PyObject **src, PyObject *spec) {
     Cur t;
     int esc;
     Py_CLEAR(got[which]);
@@ -213,14 +253,19 @@ static int payload_member(Cur *c, int which, PyObject **got, PyObject *spec) {
     if (which == M_TX && *c->p != '{') /* a scalar: no transaction id, as Python reads it */
         return (got[which] = scalar(c)) ? 0 : -1;
     if (*c->p != '{') return -1;
-    if (which == M_SOURCE) got[which] = members(c, SOURCE_NAMES, SOURCE_KEYS, 9);
-    else if (which == M_TX) got[which] = members(c, ID_NAME, &S_ID, 1);
-    else got[which] = image(c, PyTuple_GET_ITEM(spec, which == M_BEFORE ? 0 : 1));
+    if (which == M_SOURCE) {
+        if (source(c, src) < 0) return -1;
+        got[which] = Py_NewRef(Py_True);
+    } else if (which == M_TX) {
+        got[which] = members(c, ID_NAME, &S_ID, 1);
+    } else {
+        got[which] = image(c, PyTuple_GET_ITEM(spec, which == M_BEFORE ? 0 : 1));
+    }
     return got[which] ? 0 : -1;
 }
 
-/* the payload object (at `{`) into `got`; -1 refused */
-static int payload(Cur *c, PyObject **got, PyObject *spec) {
+/* the payload object (at `{`) into `got` and `src`; -1 refused */
+static int payload(Cur *c, PyObject **got, PyObject **src, PyObject *spec) {
     static const char *names[M_COUNT] = {"op", "source", "transaction", "before", "after"};
     c->p++;
     for (int first = 1;; first = 0) {
@@ -231,35 +276,310 @@ static int payload(Cur *c, PyObject **got, PyObject *spec) {
         int which = -1;
         for (int i = 0; i < M_COUNT; i++)
             if (key_is(key, names[i])) which = i;
-        if (which < 0 ? skip_value(c, 1) < 0 : payload_member(c, which, got, spec) < 0)
+        if (which < 0 ? skip_value(c, 1) < 0 : payload_member(c, which, got, src, spec) < 0)
             return -1;
     }
 }
 
-static PyObject *lane_read(PyObject *self, PyObject *args) {
+#define MAX_KEY_NAMES 64
+
+/* An object's member names (at `{`), each distinct, into `names` (at most MAX_KEY_NAMES);
+ * `payload`, when `inner` is given: where its value starts, if it is an object (else NULL);
+ * the values skipped, checked, integers of at most 18 characters (orjson reads a longer one
+ * as a float, and fails past a double's range). The count, or -1 refused. */
+static int object_names(Cur *c, Cur *names, const uint8_t **inner) {
+    int n = 0;
+    c->p++;
+    for (int first = 1;; first = 0) {
+        Cur key;
+        int r = next_key(c, first, &key);
+        if (r == 0) return n;
+        if (r < 0 || n >= MAX_KEY_NAMES) return -1;
+        for (int i = 0; i < n; i++)
+            if (names[i].end - names[i].p == key.end - key.p &&
+                !memcmp(names[i].p, key.p, (size_t)(key.end - key.p)))
+                return -1; /* a name twice: orjson keeps its first place, the last value */
+        names[n++] = key;
+        if (inner && key_is(key, "payload") && *c->p == '{') *inner = c->p;
+        if (skip_bounded(c, 1, 18) < 0) return -1; /* orjson fails on a long one: no key */
+    }
+}
+
+/* `_key_columns`' names of a record key (None or bytes): those of its JSON object, or of its
+ * `payload` object when it has both a `schema` and a `payload` member (none when that is not
+ * an object); none for no key. A tuple (a new reference); NULL refused (a key that is not an
+ * object, or anything `object_names` refuses: orjson reads it then). */
+static PyObject *key_names(PyObject *key) {
+    Cur names[MAX_KEY_NAMES];
+    const uint8_t *inner = NULL;
+    if (key == Py_None || (PyBytes_Check(key) && PyBytes_GET_SIZE(key) == 0))
+        return PyTuple_New(0);
+    if (!PyBytes_Check(key)) return NULL;
+    Cur c = {(const uint8_t *)PyBytes_AS_STRING(key),
+             (const uint8_t *)PyBytes_AS_STRING(key) + PyBytes_GET_SIZE(key)};
+    ws(&c);
+    if (c.p >= c.end || *c.p != '{') return NULL;
+    int n = object_names(&c, names, &inner);
+    if (n < 0 || !at_end(&c)) return NULL;
+    int schema = 0, payload = 0;
+    for (int i = 0; i < n; i++) {
+        schema |= key_is(names[i], "schema");
+        payload |= key_is(names[i], "payload");
+    }
+    if (schema && payload) { /* the key's own envelope: its payload's names */
+        if (!inner) return PyTuple_New(0);
+        Cur p = {inner, c.end};
+        if ((n = object_names(&p, names, NULL)) < 0) return NULL;
+    }
+    PyObject *out = PyTuple_New(n);
+    if (!out) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_DecodeUTF8((const char *)names[i].p, names[i].end - names[i].p,
+                                           NULL);
+        if (!s) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, s);
+    }
+    return out;
+}
+
+/* A `source` member that must be an int of 64 bits (not a bool) or absent / null (`*out`
+ * and `*set` 0): -1 for any other. */
+static int source_int(PyObject *v, int64_t *out, int *set) {
+    *set = 0;
+    *out = 0;
+    if (!v || v == Py_None) return 0;
+    if (!PyLong_CheckExact(v)) return -1;
+    int over = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &over);
+    if (over || (x == -1 && PyErr_Occurred())) return -1;
+    *out = x;
+    *set = 1;
+    return 0;
+}
+
+/* A str of the characters binlog file names and GTIDs are written with (ASCII letters,
+ * digits, `.`, `-`, `_`, `:`; at most 256): its text and length; NULL for any other
+ * (Python's reads, with their Unicode digits and whitespace, then decide). */
+static const char *plain_text(PyObject *s, Py_ssize_t *n) {
+    if (!PyUnicode_IS_ASCII(s) || PyUnicode_GET_LENGTH(s) > 256) return NULL; /* int() of a
+        longer run of digits than Python's int_max_str_digits raises: Python's read says so */
+    const char *t = (const char *)PyUnicode_1BYTE_DATA(s);
+    *n = PyUnicode_GET_LENGTH(s);
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        char ch = t[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              ch == '.' || ch == '-' || ch == '_' || ch == ':'))
+            return NULL;
+    }
+    return t;
+}
+
+/* ASCII digits `t[0..n)` as a number, clamped to 64 bits (`u64`); -1 if not all digits or
+ * none */
+static int digits_u64(const char *t, Py_ssize_t n, uint64_t *out) {
+    uint64_t v = 0;
+    if (n <= 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (t[i] < '0' || t[i] > '9') return -1;
+        unsigned d = (unsigned)(t[i] - '0');
+        v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* `binlog_file_number`: the file name's trailing digits, clamped (0 without) */
+static uint64_t file_number(const char *t, Py_ssize_t n) {
+    Py_ssize_t i = n;
+    uint64_t v = 0;
+    while (i > 0 && t[i - 1] >= '0' && t[i - 1] <= '9') i--;
+    if (i < n) digits_u64(t + i, n - i, &v);
+    return v;
+}
+
+/* `gtid_number`: `uuid[:tag]:N` -> N, MariaDB `domain-server-seq` -> seq, clamped; else 0 */
+static uint64_t gtid_seq(const char *t, Py_ssize_t n) {
+    uint64_t v = 0;
+    for (Py_ssize_t at = n; at > 0; at--)
+        if (t[at - 1] == ':') return digits_u64(t + at, n - at, &v) < 0 ? 0 : v;
+    int dashes = 0;
+    Py_ssize_t last = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (t[i] == '-') {
+            dashes++;
+            last = i + 1;
+        }
+    if (dashes != 2) return 0;
+    return digits_u64(t + last, n - last, &v) < 0 ? 0 : v;
+}
+
+static void put_be(uint8_t *o, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--, v >>= 8) o[i] = (uint8_t)v;
+}
+
+/* `_op(op_code, snapshot)`; NULL (no error) for a snapshot text that is not ASCII */
+static PyObject *canonical_op(PyObject *code, PyObject *snap) {
+    if (code == S_R) return OP_SNAPSHOT;
+    if (code == S_U) return OP_UPDATE;
+    if (code == S_D) return OP_DELETE;
+    if (!snap || snap == Py_False || snap == Py_None) return OP_INSERT;
+    if (snap == Py_True) return OP_SNAPSHOT;
+    if (!PyUnicode_CheckExact(snap)) return OP_INSERT;
+    if (!PyUnicode_IS_ASCII(snap)) return NULL;
+    static const char *words[6] = {"true", "first", "first_in_data_collection",
+                                   "last_in_data_collection", "last", "incremental"};
+    const char *t = (const char *)PyUnicode_1BYTE_DATA(snap);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(snap);
+    for (int w = 0; w < 6; w++) {
+        if ((Py_ssize_t)strlen(words[w]) != n) continue;
+        Py_ssize_t i = 0;
+        while (i < n && (t[i] >= 'A' && t[i] <= 'Z' ? t[i] + 32 : t[i]) == words[w][i]) i++;
+        if (i == n) return OP_SNAPSHOT;
+    }
+    return OP_INSERT;
+}
+
+/* The record's key columns (`_key_columns`, a new reference); NULL refused. */
+static PyObject *key_columns(PyObject *db, PyObject *tbl, PyObject *key, PyObject *pks,
+                             PyObject *shared_key) {
+    if (PyDict_CheckExact(pks) && PyDict_GET_SIZE(pks)) {
+        PyObject *name = PyUnicode_FromFormat("%U.%U", db, tbl);
+        if (!name) return NULL;
+        PyObject *conf = PyDict_GetItemWithError(pks, name); /* borrowed */
+        Py_DECREF(name);
+        if (!conf && PyErr_Occurred()) return NULL;
+        int truth = conf ? PyObject_IsTrue(conf) : 0;
+        if (truth < 0) return NULL;
+        if (truth) return PyObject_CallOneArg(shared_key, conf);
+    } else if (!PyDict_CheckExact(pks)) {
+        return NULL;
+    }
+    PyObject *names = key_names(key);
+    if (!names) return NULL;
+    PyObject *out = PyObject_CallOneArg(shared_key, names);
+    Py_DECREF(names);
+    return out;
+}
+
+enum { A_VALUE, A_START, A_SPEC, A_KEY, A_PKS, A_SHARED_KEY, A_TOPIC, A_PART, A_OFFSET, A_N };
+
+/* `DebeziumLane.row`'s answer from what the message gave (`got`, each set; `src`) and the
+ * record (`args`); NULL (no error set or one the caller clears) where C does not answer. */
+static PyObject *row_of(PyObject **got, PyObject **src, PyObject *const *args) {
+    PyObject *spec = args[A_SPEC], *db = src[S_DB], *tbl = src[S_TABLE];
+    PyObject *pk = NULL, *ok = NULL, *row = NULL, *out = NULL, *ts = NULL;
+    if (!db || !tbl || !PyUnicode_CheckExact(db) || !PyUnicode_CheckExact(tbl) ||
+        !PyUnicode_GET_LENGTH(db) || !PyUnicode_GET_LENGTH(tbl))
+        return NULL;
+    PyObject *op = canonical_op(got[M_OP], src[S_SNAPSHOT]);
+    if (!op || (op == OP_DELETE ? got[M_BEFORE] : got[M_AFTER]) == Py_None) return NULL;
+    /* the position (`_position`) */
+    PyObject *file = src[S_FILE], *gtid = src[S_GTID];
+    const char *ft = NULL, *gt = NULL;
+    Py_ssize_t fn = 0, gn = 0;
+    if (!file || file == Py_None || (PyUnicode_CheckExact(file) && !PyUnicode_GET_LENGTH(file)))
+        file = Py_None;
+    else if (!PyUnicode_CheckExact(file) || !(ft = plain_text(file, &fn)))
+        return NULL;
+    if (!gtid || gtid == Py_None || (PyUnicode_CheckExact(gtid) && !PyUnicode_GET_LENGTH(gtid)))
+        gtid = Py_None;
+    else if (!PyUnicode_CheckExact(gtid) || !(gt = plain_text(gtid, &gn)))
+        return NULL;
+    int64_t pos, rown, ms, secs;
+    int has_pos, has_row, has_ms, has_secs;
+    if (source_int(src[S_POS], &pos, &has_pos) < 0 ||
+        source_int(src[S_ROW], &rown, &has_row) < 0 ||
+        source_int(src[S_TS_MS], &ms, &has_ms) < 0 ||
+        source_int(src[S_TS_SEC], &secs, &has_secs) < 0)
+        return NULL;
+    if (has_ms) {
+        ts = ms ? Py_NewRef(src[S_TS_MS]) : Py_NewRef(Py_None);
+    } else if (has_secs) {
+        if (secs > INT64_MAX / 1000 || secs < INT64_MIN / 1000) return NULL; /* beyond i64 */
+        ts = secs ? PyLong_FromLongLong(secs * 1000) : Py_NewRef(Py_None);
+        if (!ts) return NULL;
+    } else {
+        ts = Py_NewRef(Py_None);
+    }
+    long long part = PyLong_AsLongLong(args[A_PART]), offset = PyLong_AsLongLong(args[A_OFFSET]);
+    if (part < 0 || part > 0xFFFFFFFFLL || offset < 0) goto done; /* Python clamps these */
+    uint8_t key[32];
+    uint64_t row_u32 = rown < 0 ? 0 : rown > 0xFFFFFFFFLL ? 0xFFFFFFFFULL : (uint64_t)rown;
+    if (file != Py_None) {
+        put_be(key, file_number(ft, fn), 8);
+        put_be(key + 8, pos < 0 ? 0 : (uint64_t)pos, 8);
+    } else {
+        put_be(key, 0, 8);
+        put_be(key + 8, gtid == Py_None ? 0 : gtid_seq(gt, gn), 8);
+    }
+    put_be(key + 16, row_u32, 4);
+    put_be(key + 20, (uint64_t)part, 4);
+    put_be(key + 24, (uint64_t)offset, 8);
+    /* the transaction's id: a dict's `id` (None or a string), else none */
+    PyObject *tx = got[M_TX], *txn = Py_None;
+    if (PyDict_CheckExact(tx)) {
+        PyObject *id = PyDict_GetItemWithError(tx, S_ID);
+        if (id && id != Py_None) {
+            if (!PyUnicode_CheckExact(id)) goto done;
+            txn = id;
+        }
+    }
+    if (!(pk = key_columns(db, tbl, args[A_KEY], args[A_PKS], args[A_SHARED_KEY]))) goto done;
+    if (!(ok = PyBytes_FromStringAndSize((const char *)key, 32))) goto done;
+    PyObject *rowobj = has_row ? Py_NewRef(src[S_ROW]) : PyLong_FromLong(0);
+    if (!rowobj) goto done;
+    row = PyTuple_Pack(16, db, tbl, pk, PyTuple_GET_ITEM(spec, 2), ok, gtid, file,
+                       has_pos ? src[S_POS] : Py_None, Py_None, rowobj, txn, ts,
+                       PyTuple_GET_ITEM(spec, 3), args[A_TOPIC], args[A_PART], args[A_OFFSET]);
+    Py_DECREF(rowobj);
+    if (row) out = PyTuple_Pack(4, op, row, got[M_BEFORE], got[M_AFTER]);
+done:
+    Py_XDECREF(pk);
+    Py_XDECREF(ok);
+    Py_XDECREF(row);
+    Py_XDECREF(ts);
+    return out;
+}
+
+static PyObject *lane_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer buf;
-    Py_ssize_t start;
-    PyObject *spec;
-    if (!PyArg_ParseTuple(args, "y*nO!", &buf, &start, &PyTuple_Type, &spec)) return NULL;
+    if (nargs != A_N) {
+        PyErr_SetString(PyExc_TypeError, "read takes 9 arguments");
+        return NULL;
+    }
+    PyObject *spec = args[A_SPEC];
+    Py_ssize_t start = PyLong_AsSsize_t(args[A_START]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    if (!PyTuple_CheckExact(spec) || !PyLong_CheckExact(args[A_PART]) ||
+        !PyLong_CheckExact(args[A_OFFSET])) {
+        PyErr_SetString(PyExc_TypeError, "read: spec a tuple, partition and offset ints");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[A_VALUE], &buf, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
+    PyObject *src[S_COUNT] = {NULL};
     Cur c = {(const uint8_t *)buf.buf, (const uint8_t *)buf.buf + buf.len};
     Cur key;
-    if (PyTuple_GET_SIZE(spec) != 2 || start < 0 || start > buf.len) goto done;
+    if (PyTuple_GET_SIZE(spec) != 4 || start < 0 || start > buf.len) goto done;
     c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
     if (next_key(&c, 1, &key) != 1 || !key_is(key, "payload") || *c.p != '{') goto done;
-    if (payload(&c, got, spec) < 0) goto done;
+    if (payload(&c, got, src, spec) < 0) goto done;
     ws(&c);
     if (c.p >= c.end || *c.p++ != '}' || !at_end(&c)) goto done; /* the envelope's end */
     for (int i = M_TX; i <= M_AFTER; i++)
         if (!got[i]) got[i] = Py_NewRef(Py_None);
-    out = PyTuple_Pack(5, got[M_OP], got[M_SOURCE], got[M_TX], got[M_BEFORE], got[M_AFTER]);
+    out = row_of(got, src, args);
 done:
+    for (int i = 0; i < S_COUNT; i++) Py_XDECREF(src[i]);
     return answer(out, got, M_COUNT, &buf);
 }
 
 static PyMethodDef methods[] = {
-    {"read", lane_read, METH_VARARGS,
-     "DebeziumLane.read's payload in C: (op, source, transaction, before, after) or None."},
+    {"read", (PyCFunction)(void (*)(void))lane_read, METH_FASTCALL,
+     "DebeziumLane.read's answer in C: (op, row, before, after), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -273,8 +593,12 @@ PyMODINIT_FUNC PyInit__debezium_lane(void) {
     S_D = PyUnicode_InternFromString("d");
     S_R = PyUnicode_InternFromString("r");
     S_ID = PyUnicode_InternFromString("id");
-    if (!S_C || !S_U || !S_D || !S_R || !S_ID) return NULL;
-    for (int i = 0; i < 9; i++)
-        if (!(SOURCE_KEYS[i] = PyUnicode_InternFromString(SOURCE_NAMES[i]))) return NULL;
+    OP_INSERT = PyUnicode_InternFromString("insert");
+    OP_UPDATE = PyUnicode_InternFromString("update");
+    OP_DELETE = PyUnicode_InternFromString("delete");
+    OP_SNAPSHOT = PyUnicode_InternFromString("snapshot");
+    if (!S_C || !S_U || !S_D || !S_R || !S_ID || !OP_INSERT || !OP_UPDATE || !OP_DELETE ||
+        !OP_SNAPSHOT)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -1,8 +1,20 @@
 """The C module `_debezium_lane.c` (built by `make setup`)."""
 
+from collections.abc import Callable
 from typing import Any
 
+from recon.core.model import Op
+from recon.decode.lane import Image
+
 def read(
-    value: bytes, start: int, spec: tuple[Any, ...]
-) -> tuple[str, dict[str, Any], Any, Any, Any] | None:
-    """`DebeziumLane.read`'s payload of one Kafka value, or None: left to the Python read."""
+    value: bytes,
+    start: int,
+    spec: tuple[Any, ...],
+    key: bytes | None,
+    primary_keys: dict[str, list[str]],
+    shared_key: Callable[[Any], list[str]],
+    topic: str,
+    partition: int,
+    offset: int,
+) -> tuple[Op, tuple[Any, ...], Image | None, Image | None] | None:
+    """`DebeziumLane.read`'s answer of one record, or None: left to the Python read."""

@@ -212,8 +212,9 @@ static inline int literal(Cur *c, const char *word, size_t n) {
     return 0;
 }
 
-/* skip any value, checked; -1: not valid JSON, or refused (a float, too deep) */
-static inline int skip_value(Cur *c, int depth) {
+/* skip any value, checked; -1: not valid JSON, or refused (a float, too deep, an integer of
+ * more than `digits` characters) */
+static inline int skip_bounded(Cur *c, int depth, Py_ssize_t digits) {
     Cur t;
     int esc;
     ws(c);
@@ -245,7 +246,7 @@ static inline int skip_value(Cur *c, int depth) {
                 ws(c);
                 if (c->p >= c->end || *c->p++ != ':') return -1;
             }
-            if (skip_value(c, depth + 1) < 0) return -1;
+            if (skip_bounded(c, depth + 1, digits) < 0) return -1;
             ws(c);
             if (c->p >= c->end) return -1;
             if (*c->p == ',') {
@@ -257,9 +258,11 @@ static inline int skip_value(Cur *c, int depth) {
         }
     }
     default:
-        return scan_number(c, &t) == 1 ? 0 : -1;
+        return scan_number(c, &t) == 1 && t.end - t.p <= digits ? 0 : -1;
     }
 }
+
+static inline int skip_value(Cur *c, int depth) { return skip_bounded(c, depth, PY_SSIZE_T_MAX); }
 
 /* A scalar (a string, an integer, true, false, null) as a Python object (a new reference);
  * NULL: anything else (refused), or an error. */

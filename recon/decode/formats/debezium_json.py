@@ -536,6 +536,8 @@ class DebeziumLane(Lane):
     def __init__(self, dec: DebeziumJsonDecoder, rows: LaneRows) -> None:
         super().__init__(dec, rows)
         self.parse = dec.parse
+        self.primary_keys = dec.ctx.primary_keys
+        """The configured keys (`_key_columns`), for the C read."""
         self.schema: Any = None
         self.table: _LaneSchema | None = None
         """What the lane knows of `schema` (the last message's)."""
@@ -552,8 +554,8 @@ class DebeziumLane(Lane):
     ) -> tuple[Op, tuple[Any, ...], LaneImage | None, LaneImage | None] | None:
         """The record's (op, row, before, after), read as `DebeziumJsonDecoder.handle` reads
         it; None (or an error) when it is not one the lane takes. A message whose schema text
-        was seen before has the rest read by C (`_debezium_lane.c`: the same answer, or None
-        for what it leaves to this read)."""
+        was seen before is read by C (`_debezium_lane.c`: the same answer, its row built as
+        `row` builds it, or None for what it leaves to this read)."""
         value = rec.value
         if not value or value[:1] in _NULL_OPENINGS:
             return None
@@ -562,9 +564,12 @@ class DebeziumLane(Lane):
             if known is not None and type(known[0]) is dict:
                 table = self.table_of(known[0])
                 if table.native is not None:
-                    got = _native.read(value, known[1], table.native)
+                    got = _native.read(
+                        value, known[1], table.native, rec.key, self.primary_keys,
+                        _shared_key, rec.topic, rec.partition, rec.offset,
+                    )  # fmt: skip
                     if got is not None:
-                        return self.row(rec, table, *got)
+                        return got
         msg = self.parse(value)
         if type(msg) is not dict or len(msg) != 2:
             return None
@@ -634,13 +639,16 @@ class _LaneSchema:
         self.native: tuple[Any, ...] | None = None
         """What the C read needs (`_debezium_lane.c`'s spec): per part, its columns' names (as
         str and UTF-8), converters, and how C converts their values itself (`_native_kind`);
-        None: C does not read this schema's messages."""
+        then the types and defaults of the row it builds. None: C does not read this schema's
+        messages."""
         if fields.get("after") and before is not None and after is not None:
             if before.types == after.types:
                 self.types = after.types
                 if after.defaults:
                     self.defaults = _defaults(fields["after"], after.types) or None
-                self.native = _native_spec(fields, before, after)
+                native = _native_spec(fields, before, after)
+                if native is not None:
+                    self.native = (*native, self.types, self.defaults)
 
     def image(self, img: Any, which: str) -> LaneImage | None:
         """An image as (column names, values as text), as `_image` gives it; an error (the
