@@ -29,11 +29,13 @@ Image = tuple[tuple[str, ...], list[str | None]]
 
 
 class LaneImage:
-    """One image column (`before` or `after`) of the lane's rows, flat: every row's column
-    names and values in a row, and each row's count of them (-1: no image)."""
+    """One image column (`before` or `after`) of the lane's rows: the names tuple of each row
+    that has an image (most rows of a table share their schema's one object, so the column's
+    names are built once per distinct tuple: `recon.decode.stream._names_array`), every row's
+    values flat, and each row's count of them (-1: no image)."""
 
     def __init__(self) -> None:
-        self.names: list[str] = []
+        self.names: list[tuple[str, ...]] = []
         self.values: list[str | None] = []
         self.lengths: list[int] = []
 
@@ -42,7 +44,7 @@ class LaneImage:
         if image is None:
             self.lengths.append(-1)
             return
-        self.names.extend(image[0])
+        self.names.append(image[0])
         self.values.extend(image[1])
         self.lengths.append(len(image[1]))
 

@@ -14,7 +14,7 @@ import operator
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from itertools import accumulate, chain
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -99,17 +99,49 @@ def _lane_batch(rows: LaneRows) -> pa.RecordBatch:
 
 def _image_array(image: LaneImage, typ: pa.MapType) -> pa.Array:
     off, mask = _offsets(image.lengths)
-    names, values = pa.array(image.names, typ.key_type), pa.array(image.values, typ.item_type)
+    names = _names_array(image.names, typ.key_type)
+    values = pa.array(image.values, typ.item_type)
     return pa.MapArray.from_arrays(off, names, values, type=typ, mask=mask)
+
+
+def _names_array(rows: list[tuple[str, ...]], typ: pa.DataType) -> pa.Array:
+    """The names of rows' images, flat (each row's tuple in turn). Rows that hold one shared
+    tuple (their schema's: what the C reads give an image of every column in its order) have
+    its names built once and repeated by index, where building every row's names took ~0.35
+    us a row of six columns."""
+    ids = list(map(id, rows))
+    if ids and ids.count(ids[0]) == len(ids):
+        first = rows[0]
+        return pa.array(first, typ).take(np.tile(np.arange(len(first), dtype=np.int32), len(rows)))
+    distinct = dict(zip(ids, rows, strict=True))
+    if len(distinct) * 4 > len(rows):
+        return pa.array(list(chain.from_iterable(rows)), typ)
+    place = {i: n for n, i in enumerate(distinct)}
+    sizes = np.fromiter(map(len, distinct.values()), np.int64, len(distinct))
+    starts = np.cumsum(sizes) - sizes  # each distinct tuple's first name in `names`
+    which = np.fromiter(map(place.__getitem__, ids), np.int64, len(ids))
+    lengths = sizes[which]
+    # a row's k-th name is its tuple's start + k: the rows' starts, each repeated by length,
+    # plus each name's place in its row
+    at = np.repeat(starts[which] - (np.cumsum(lengths) - lengths), lengths) + np.arange(
+        lengths.sum()
+    )
+    names = pa.array(list(chain.from_iterable(distinct.values())), typ)
+    return names.take(at.astype(np.int32))
 
 
 def _offsets(lengths: list[int]) -> tuple[pa.Array, pa.Array | None]:
     """A nested column's offsets from its rows' lengths (-1: a NULL row), and its NULL mask
-    (None: no NULL row)."""
-    if -1 not in lengths:
-        return pa.array(list(accumulate(lengths, initial=0)), pa.int32()), None
-    mask = pa.array([n < 0 for n in lengths], pa.bool_())
-    return pa.array([0, *accumulate(max(n, 0) for n in lengths)], pa.int32()), mask
+    (None: no NULL row); summed by numpy (a Python `accumulate` with a `max` per row took
+    ~0.2 us a row)."""
+    n = np.fromiter(lengths, np.int32, len(lengths))
+    off = np.zeros(len(lengths) + 1, np.int32)
+    mask = n < 0
+    if not mask.any():
+        np.cumsum(n, out=off[1:])
+        return pa.array(off), None
+    np.cumsum(np.maximum(n, 0), out=off[1:])
+    return pa.array(off), pa.array(mask)
 
 
 def _nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:

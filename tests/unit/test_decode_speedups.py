@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext, PerObject, SharedMemberJson
-from recon.decode.stream import _flat_nested_array, _nested_array, decode_records
+from recon.decode.lane import LaneImage
+from recon.decode.stream import (
+    _flat_nested_array,
+    _image_array,
+    _names_array,
+    _nested_array,
+    decode_records,
+)
 
 # JSON values orjson reads exactly: integers within 64 bits (orjson makes a longer one a float)
 _SCALARS = (
@@ -164,6 +171,50 @@ def test_map_and_list_columns_of_shared_objects_equal_the_row_by_row_column(
         row_by_row = pa.array(column, typ)
         assert _nested_array(column, typ).equals(row_by_row)
         assert _flat_nested_array(column, typ).equals(row_by_row)
+
+
+_NAMES = st.lists(st.text(max_size=3), max_size=4).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shared=st.lists(_NAMES, min_size=1, max_size=4),
+    rows=st.lists(st.integers(0, 3) | st.none(), max_size=80),
+    own=st.lists(st.tuples(st.integers(0, 80), _NAMES | st.none()), max_size=30),
+)
+def test_an_image_column_of_shared_names_equals_the_row_by_row_column(
+    shared: list[tuple[str, ...]],
+    rows: list[int | None],
+    own: list[tuple[int, tuple[str, ...] | None]],
+) -> None:
+    """The lanes' image columns (`LaneImage`): rows whose names are one of a few shared tuples
+    (their names built once, then taken by index), one tuple every row, tuples of their own
+    (built row by row), empty ones and rows without an image give the map column pyarrow
+    builds from the rows themselves; and the names alone, their names one after another."""
+    images: list[tuple[tuple[str, ...], list[str | None]] | None] = []
+    for i in rows:
+        names = None if i is None else shared[i % len(shared)]
+        images.append(None if names is None else (names, [f"{n}!" for n in names]))
+    for at, names in own:  # a tuple of its own, as a Python read gives it (an equal one too)
+        images.insert(at, None if names is None else (tuple(list(names)), ["v"] * len(names)))
+    column = LaneImage()
+    for image in images:
+        column.add(image)
+    expected = [None if im is None else list(zip(*im, strict=True)) for im in images]
+    assert _image_array(column, _MAP).to_pylist() == expected
+    flat = [n for names in column.names for n in names]
+    assert _names_array(column.names, pa.string()).to_pylist() == flat
+    one = [shared[0]] * len(rows)  # every row the one tuple
+    assert _names_array(one, pa.string()).to_pylist() == [n for t in one for n in t]
+
+
+def test_an_image_column_of_a_few_shared_names_takes_each_rows_own() -> None:
+    """Two tables' rows taking turns, and a row of its own among them: each row's own names
+    in its place (the few shared tuples' names taken by index)."""
+    a, b, c = ("id", "name", "amt"), ("k",), ("id", "x")
+    rows = [a, b, a, a, b, tuple(list(c)), a, b, a, b, a, a]
+    got = _names_array(rows, pa.string()).to_pylist()
+    assert got == [n for t in rows for n in t]
 
 
 @pytest.mark.parametrize("one", [None, {}, {"a": "1", "b": None}])

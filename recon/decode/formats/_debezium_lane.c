@@ -133,13 +133,15 @@ static PyObject *image_value(Cur *c, PyObject *conv, int kind, long scale) {
     return out;
 }
 
-/* An image (at `{`): (names, values) holding each of the part's columns once; NULL refused. */
+/* An image (at `{`): (names, values) holding each of the part's columns once; NULL refused.
+ * The names are the part's own tuple when the image holds them in its order (most images). */
 static PyObject *image(Cur *c, PyObject *part) {
     PyObject *names = PyTuple_GET_ITEM(part, 0), *utf8 = PyTuple_GET_ITEM(part, 1);
     PyObject *convs = PyTuple_GET_ITEM(part, 2), *kinds = PyTuple_GET_ITEM(part, 3);
     PyObject *scales = PyTuple_GET_ITEM(part, 4);
     Py_ssize_t n = PyTuple_GET_SIZE(names), k = 0;
     const char *kind = PyBytes_AS_STRING(kinds);
+    int in_order = 1;
     if (n == 0 || n > MAX_COLUMNS) return NULL;
     char seen[MAX_COLUMNS];
     memset(seen, 0, (size_t)n);
@@ -158,9 +160,11 @@ static PyObject *image(Cur *c, PyObject *part) {
         if (!v) goto refused;
         PyTuple_SET_ITEM(order, k, Py_NewRef(PyTuple_GET_ITEM(names, j)));
         PyList_SET_ITEM(values, k, v);
+        in_order &= j == k;
         k++;
     }
     if (k != n) goto refused;
+    if (in_order) Py_SETREF(order, Py_NewRef(names)); /* the part's own tuple, shared */
     PyObject *out = PyTuple_Pack(2, order, values);
     Py_DECREF(order);
     Py_DECREF(values);
