@@ -90,7 +90,16 @@ static PyObject *decimal_text(Cur raw, long scale) {
     int neg = bytes && (data[0] & 0x80);
     uint64_t mag = neg ? ~u + 1 : u;
     char digits[24], out[130];
-    int nd = snprintf(digits, sizeof digits, "%llu", (unsigned long long)mag);
+    int nd = 0;
+    do { /* the magnitude's digits, most significant first (not snprintf: see put_digits) */
+        digits[nd++] = (char)('0' + mag % 10);
+        mag /= 10;
+    } while (mag);
+    for (int i = 0; i < nd / 2; i++) {
+        char t = digits[i];
+        digits[i] = digits[nd - 1 - i];
+        digits[nd - 1 - i] = t;
+    }
     int width = nd > scale ? nd : (int)scale + 1, o = 0;
     if (neg) out[o++] = '-';
     for (int i = 0; i < width; i++) {
