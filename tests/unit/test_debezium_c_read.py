@@ -199,7 +199,11 @@ def test_the_c_read_on_the_edges_of_json() -> None:
         c = _agrees(_edge(_OK, src), learnt)
         assert (c not in (None, "error")) == c_reads, src
     for tail, c_reads in [(',"op":"u","before":{' + _OK + "}", True), (',"transaction":"t"', True),
-                          (',"transaction":{"id":"t","id":"u"}', True), (',"op":"t"', False)]:  # fmt: skip
+                          (',"transaction":{"id":"t","id":"u"}', True), (',"op":"t"', False),
+                          # a member twice: the second whole, as a dict has it
+                          (',"transaction":{"id":"t"},"transaction":"x"', True),
+                          (',"transaction":{"id":"t"},"transaction":{"total_order":1}', True),
+                          (',"source":{"db":"shop","table":"orders","gtid":"u:3"}', True)]:  # fmt: skip
         c = _agrees(_edge(_OK, _SRC, tail), learnt)
         assert (c not in (None, "error")) == c_reads, tail
     for end, c_reads in [(" \n\t\r", True), ("x", False), ("}", False), (" ,", False)]:

@@ -47,10 +47,12 @@
 
 #include "_json.h"
 
-static PyObject *S_C, *S_U, *S_D, *S_R, *S_ID;
+static PyObject *S_C, *S_U, *S_D, *S_R;
 static PyObject *OP_INSERT, *OP_UPDATE, *OP_DELETE, *OP_SNAPSHOT;
 
-enum { S_DB, S_TABLE, S_SNAPSHOT, S_FILE, S_POS, S_ROW, S_GTID, S_TS_MS, S_TS_SEC, S_COUNT };
+/* the members read of `source` (S_COUNT of them), then of `transaction` (its `id`) */
+enum { S_DB, S_TABLE, S_SNAPSHOT, S_FILE, S_POS, S_ROW, S_GTID, S_TS_MS, S_TS_SEC, S_COUNT,
+       S_TX_ID = S_COUNT, S_SLOTS };
 static const char *SOURCE_NAMES[S_COUNT] = {"db", "table", "snapshot", "file", "pos",
                                             "row", "gtid", "ts_ms", "ts_sec"};
 
@@ -89,17 +91,12 @@ static PyObject *decimal_text(Cur raw, long scale) {
     if (bytes && bytes < 8 && (data[0] & 0x80)) u |= ~0ULL << (8 * bytes); /* sign-extend */
     int neg = bytes && (data[0] & 0x80);
     uint64_t mag = neg ? ~u + 1 : u;
-    char digits[24], out[130];
-    int nd = 0;
-    do { /* the magnitude's digits, most significant first (not snprintf: see put_digits) */
-        digits[nd++] = (char)('0' + mag % 10);
+    char buf[24], out[130], *digits = buf + sizeof buf;
+    do { /* the magnitude's digits, written from the last (not snprintf: see put_digits) */
+        *--digits = (char)('0' + mag % 10);
         mag /= 10;
     } while (mag);
-    for (int i = 0; i < nd / 2; i++) {
-        char t = digits[i];
-        digits[i] = digits[nd - 1 - i];
-        digits[nd - 1 - i] = t;
-    }
+    int nd = (int)(buf + sizeof buf - digits);
     int width = nd > scale ? nd : (int)scale + 1, o = 0;
     if (neg) out[o++] = '-';
     for (int i = 0; i < width; i++) {
@@ -184,40 +181,12 @@ refused:
     return NULL;
 }
 
-/* An object (at `{`) as a dict of its members named in `names` (`keys`: the same as str), each
- * a scalar (a member written twice: the last one, as msgspec reads it); the other members
- * skipped, checked. NULL refused. The payload's `transaction` (its `id`). */
-static PyObject *members(Cur *c, const char **names, PyObject **keys, int n) {
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    c->p++;
-    for (int first = 1;; first = 0) {
-        Cur key;
-        int got = next_key(c, first, &key);
-        if (got == 0) return d;
-        if (got < 0) break;
-        int which = -1;
-        for (int i = 0; i < n; i++)
-            if (key_is(key, names[i])) which = i;
-        if (which < 0) {
-            if (skip_value(c, 2) < 0) break;
-            continue;
-        }
-        PyObject *v = scalar(c);
-        if (!v) break;
-        int bad = PyDict_SetItem(d, keys[which], v);
-        Py_DECREF(v);
-        if (bad) break;
-    }
-    Py_DECREF(d);
-    return NULL;
-}
-
-/* `source` (at `{`): the members the lane reads into `src` (S_*: NULL where absent), each a
- * scalar (a member written twice: the last one; a second `source` replaces the first whole,
- * as a dict does); the other members skipped, checked. -1 refused. */
-static int source(Cur *c, PyObject **src) {
-    for (int i = 0; i < S_COUNT; i++) Py_CLEAR(src[i]);
+/* An object (at `{`): its members named in `names` (`n`) into `slots` (NULL where absent), each
+ * a scalar (a member written twice: the last one; the slots cleared first, as a second object
+ * replaces the first whole, as a dict does); the other members skipped, checked. -1 refused.
+ * `source`'s members the lane reads, and `transaction`'s `id`. */
+static int named_scalars(Cur *c, const char **names, int n, PyObject **slots) {
+    for (int i = 0; i < n; i++) Py_CLEAR(slots[i]);
     c->p++;
     for (int first = 1;; first = 0) {
         Cur key;
@@ -225,15 +194,15 @@ static int source(Cur *c, PyObject **src) {
         if (got == 0) return 0;
         if (got < 0) return -1;
         int which = -1;
-        for (int i = 0; i < S_COUNT; i++)
-            if (key_is(key, SOURCE_NAMES[i])) which = i;
+        for (int i = 0; i < n; i++)
+            if (key_is(key, names[i])) which = i;
         if (which < 0) {
             if (skip_value(c, 2) < 0) return -1;
             continue;
         }
         PyObject *v = scalar(c);
         if (!v) return -1;
-        Py_XSETREF(src[which], v);
+        Py_XSETREF(slots[which], v);
     }
 }
 
@@ -242,8 +211,9 @@ static const char *ID_NAME[1] = {"id"};
 enum { M_OP, M_SOURCE, M_TX, M_BEFORE, M_AFTER, M_COUNT };
 
 /* one member of the payload the lane reads into `got[which]` (a member written twice: the
- * last one, as msgspec and orjson read it; `source`'s members into `src`, `got[M_SOURCE]`
- * then True); -1 refused */
+ * last one, as msgspec and orjson read it; `source`'s and an object `transaction`'s members
+ * into `src`, their `got` then True; a `transaction` of another value None, as it has no id);
+ * -1 refused */
 static int payload_member(Cur *c, int which, PyObject **got, PyObject **src, PyObject *spec) {
     Cur t;
     int esc;
@@ -263,14 +233,20 @@ static int payload_member(Cur *c, int which, PyObject **got, PyObject **src, PyO
         got[which] = Py_NewRef(Py_None);
         return 0;
     }
-    if (which == M_TX && *c->p != '{') /* a scalar: no transaction id, as Python reads it */
-        return (got[which] = scalar(c)) ? 0 : -1;
+    if (which == M_TX && *c->p != '{') { /* a scalar: no transaction id, as Python reads it */
+        PyObject *v = scalar(c);
+        if (!v) return -1;
+        Py_DECREF(v);
+        got[which] = Py_NewRef(Py_None);
+        return 0;
+    }
     if (*c->p != '{') return -1;
-    if (which == M_SOURCE) {
-        if (source(c, src) < 0) return -1;
+    if (which == M_SOURCE || which == M_TX) {
+        int tx = which == M_TX;
+        if (named_scalars(c, tx ? ID_NAME : SOURCE_NAMES, tx ? 1 : S_COUNT,
+                          tx ? src + S_TX_ID : src) < 0)
+            return -1;
         got[which] = Py_NewRef(Py_True);
-    } else if (which == M_TX) {
-        got[which] = members(c, ID_NAME, &S_ID, 1);
     } else {
         got[which] = image(c, PyTuple_GET_ITEM(spec, which == M_BEFORE ? 0 : 1));
     }
@@ -531,14 +507,11 @@ static PyObject *row_of(PyObject **got, PyObject **src, PyObject *const *args) {
     put_be(key + 16, row_u32, 4);
     put_be(key + 20, (uint64_t)part, 4);
     put_be(key + 24, (uint64_t)offset, 8);
-    /* the transaction's id: a dict's `id` (None or a string), else none */
-    PyObject *tx = got[M_TX], *txn = Py_None;
-    if (PyDict_CheckExact(tx)) {
-        PyObject *id = PyDict_GetItemWithError(tx, S_ID);
-        if (id && id != Py_None) {
-            if (!PyUnicode_CheckExact(id)) goto done;
-            txn = id;
-        }
+    /* the transaction's id: an object's `id` (None or a string), else none */
+    PyObject *id = src[S_TX_ID], *txn = Py_None;
+    if (got[M_TX] == Py_True && id && id != Py_None) {
+        if (!PyUnicode_CheckExact(id)) goto done;
+        txn = id;
     }
     if (!(pk = key_columns(db, tbl, args[A_KEY], args[A_PKS], args[A_SHARED_KEY]))) goto done;
     if (!(ok = PyBytes_FromStringAndSize((const char *)key, 32))) goto done;
@@ -573,7 +546,7 @@ static PyObject *lane_read(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     if (PyObject_GetBuffer(args[A_VALUE], &buf, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
-    PyObject *src[S_COUNT] = {NULL};
+    PyObject *src[S_SLOTS] = {NULL};
     Cur c = {(const uint8_t *)buf.buf, (const uint8_t *)buf.buf + buf.len};
     Cur key;
     if (PyTuple_GET_SIZE(spec) != 4 || start < 0 || start > buf.len) goto done;
@@ -586,7 +559,7 @@ static PyObject *lane_read(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (!got[i]) got[i] = Py_NewRef(Py_None);
     out = row_of(got, src, args);
 done:
-    for (int i = 0; i < S_COUNT; i++) Py_XDECREF(src[i]);
+    for (int i = 0; i < S_SLOTS; i++) Py_XDECREF(src[i]);
     return answer(out, got, M_COUNT, &buf);
 }
 
@@ -605,12 +578,11 @@ PyMODINIT_FUNC PyInit__debezium_lane(void) {
     S_U = PyUnicode_InternFromString("u");
     S_D = PyUnicode_InternFromString("d");
     S_R = PyUnicode_InternFromString("r");
-    S_ID = PyUnicode_InternFromString("id");
     OP_INSERT = PyUnicode_InternFromString("insert");
     OP_UPDATE = PyUnicode_InternFromString("update");
     OP_DELETE = PyUnicode_InternFromString("delete");
     OP_SNAPSHOT = PyUnicode_InternFromString("snapshot");
-    if (!S_C || !S_U || !S_D || !S_R || !S_ID || !OP_INSERT || !OP_UPDATE || !OP_DELETE ||
+    if (!S_C || !S_U || !S_D || !S_R || !OP_INSERT || !OP_UPDATE || !OP_DELETE ||
         !OP_SNAPSHOT)
         return NULL;
     return PyModule_Create(&module);
