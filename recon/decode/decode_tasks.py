@@ -17,7 +17,7 @@ from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext
 from recon.decode.copy_input import copy_records, read_carried, read_skip_list
 from recon.decode.dump_input import DumpSlice, PartitionKey, dump_records, value_bytes_rows
-from recon.decode.stream import decode_raw, with_carried
+from recon.decode.stream import RawRun, decode_raw, flat_records, with_carried
 from recon.decode.task_files import write_task_files
 
 TaskInput = str | DumpSlice | None
@@ -72,17 +72,19 @@ def decode_task_inputs(
     carried = read_carried(carry_dir)
     skip = read_skip_list(skip_dir)
     value_bytes: dict[tuple[str, int], int] = {}
-    streams: list[Iterator[RawRecord]] = []
+    streams: list[Iterator[RawRecord | RawRun]] = []
     for item in items:
         if item is None:
             streams.append(chain.from_iterable(carried.get(k, []) for k in sorted(carried_only)))
             continue
+        own: Iterator[RawRecord | RawRun]
         if isinstance(item, str):
             own = copy_records(item, skip)
         else:
-            own = dump_records(item, skip, hashes_out, value_bytes)
+            # runs of records, for the lanes' record loops (`RawRun`)
+            own = dump_records(item, skip, hashes_out, value_bytes, runs=True)
         # no merge layer on every record when nothing was carried in (most hours)
-        streams.append(with_carried(own, carried) if carried else own)
+        streams.append(with_carried(flat_records(own), carried) if carried else own)
     batches = chain(  # a generator: its rows are built once the records are read
         decode_raw(chain.from_iterable(streams), fmt, ctx, shapes=True),
         value_bytes_rows(value_bytes),

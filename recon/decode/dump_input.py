@@ -36,7 +36,7 @@ import xxhash
 
 from recon.core.model import HEADER_TYPE, OUTPUT_SCHEMA, RAW_SCHEMA, RawRecord
 from recon.decode.copy_input import HASHES_SCHEMA, HASHES_WRITE, TMP_PREFIX, SkipList, kept_rows
-from recon.decode.stream import raw_columns, records_from
+from recon.decode.stream import RawRun, raw_columns, records_from
 from recon.faults import fail_once
 
 DUMP_TYPES = {
@@ -220,13 +220,18 @@ def _raw_batch(batch: pa.RecordBatch, topic: str) -> pa.RecordBatch:
 
 
 def dump_records(
-    part: DumpSlice, skip: SkipList, hashes_out: str, value_bytes: dict[PartitionKey, int]
-) -> Iterator[RawRecord]:
+    part: DumpSlice,
+    skip: SkipList,
+    hashes_out: str,
+    value_bytes: dict[PartitionKey, int],
+    runs: bool = False,
+) -> Iterator[RawRecord | RawRun]:
     """Inside a decode task: one partition's records from the dumps, in offset order (its
     files in order, each rising: `count_dump_files` checked), less those in `skip`. As they
     are read, their offsets and content hashes go to `hashes_out` (a file per partition,
     written aside and renamed once the partition is read: a retried task writes it again,
-    whole), and their value bytes to `value_bytes`."""
+    whole), and their value bytes to `value_bytes`. `runs`: a batch's records with none to
+    skip as one `RawRun` (for `recon.decode.stream.decode_raw`)."""
     n, topic, partition, files = part
     offsets = pa.array(sorted({o for o, _ in skip.get((topic, partition), ())}), pa.int64())
     name = f"{n:05d}.parquet"
@@ -250,6 +255,9 @@ def dump_records(
                     [raw.column(c) for c in ("topic", "partition", "offset")] + [hashes],
                     schema=HASHES_SCHEMA))  # fmt: skip
                 total += pc.sum(pc.binary_length(raw.column("value"))).as_py() or 0
+                if runs and not len(offsets):
+                    yield RawRun(cols)
+                    continue
                 records = records_from(cols)
                 if len(offsets):
 

@@ -78,6 +78,13 @@ class LaneRows:
     def __len__(self) -> int:
         return len(self.ops)
 
+    def sink(self) -> tuple[Any, ...]:
+        """The lists and dict the rows are kept in, for the lanes' record loops in C
+        (`_lane_rows.h`): ops, rows, before's names, values and lengths, after's, shapes."""
+        b, a = self.before, self.after
+        return (self.ops, self.rows, b.names, b.values, b.lengths, a.names, a.values, a.lengths,
+                self.shapes)  # fmt: skip
+
     def columns(self) -> dict[str, Any]:
         """The rows as columns: `LANE_COLUMNS` and `op`, each a sequence."""
         columns = zip(*self.rows, strict=True) if self.rows else [()] * len(LANE_COLUMNS)
@@ -112,6 +119,17 @@ class Lane:
     def idle(self) -> bool:
         """Whether the decoder holds nothing a record could meet (the lane takes none else)."""
         return True
+
+    def run(
+        self, values: list[Any], offsets: list[int], start: int, end: int, budget: int,
+        topic: str, partition: int,
+    ) -> tuple[int, int]:  # fmt: skip
+        """Take records `start` to `end` of a run of one partition's records (`values`,
+        `offsets`: its columns; none carried) in turn, as `take` would, emitting at most
+        `budget` rows: (where it stopped, how many records that used up). It stops at the
+        first record it leaves to `take` (or to the decoder), and before any while the lane
+        holds a record or the decoder is not idle. Lanes without a record loop take none."""
+        return start, 0
 
     def read(self, rec: RawRecord) -> Any:
         """What the lane takes of `rec`: None (or an error) when it takes nothing."""

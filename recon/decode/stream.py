@@ -252,8 +252,8 @@ class _StreamDriver:
         self.n_in = self.n_carried_in = self.n_consumed = 0
         self.ended: set[tuple[str, int]] = set()
 
-    def feed(self, rec: RawRecord) -> None:
-        key = (rec.topic, rec.partition)
+    def _enter(self, key: tuple[str, int]) -> None:
+        """The stream of `key` goes on, or begins: the decoder (and lane) of its own."""
         if key != self.current or self.dec is None:
             self.finish()
             if key in self.ended:  # two decoders for one partition would pair and count wrong
@@ -265,6 +265,41 @@ class _StreamDriver:
             self.dec = self.cls(self.ctx, self.sink)
             if self.lane_class is not None:
                 self.lane = self.lane_class(self.dec, self.lane_rows)
+
+    def pending(self) -> int:
+        """The rows waiting for the next `drain`."""
+        return len(self.sink.events) + len(self.sink.quarantine) + len(self.lane_rows)
+
+    def feed_run(self, run: RawRun) -> Iterator[pa.RecordBatch]:
+        """Feed a run of one partition's records (`RawRun`): what the lane's record loop
+        (`Lane.run`) takes in one call, the rest one by one (`feed`); drained batches yielded
+        as `decode_raw` drains them, at `_FLUSH_ROWS` rows."""
+        cols, i, end = run.cols, run.start, run.end
+        if i >= end:
+            return
+        topic, partition, offsets, values = cols[0][i], cols[1][i], cols[2], cols[4]
+        while i < end:
+            self._enter((topic, partition))
+            lane = self.lane
+            if lane is not None:
+                budget = _FLUSH_ROWS - self.pending()
+                stop, consumed = lane.run(values, offsets, i, end, budget, topic, partition)
+                # drained where `decode_raw` drains records fed one by one: after the one that
+                # fills the batch (a stream's end, in `_enter`, only adds to it)
+                if stop > i:
+                    self.n_in += stop - i
+                    self.n_consumed += consumed
+                    i = stop
+                    if self.pending() >= _FLUSH_ROWS:
+                        yield from self.drain()
+            if i < end:  # the record the loop left (a lane without one: every record)
+                self.feed(run.record(i))
+                i += 1
+                if self.pending() >= _FLUSH_ROWS:
+                    yield from self.drain()
+
+    def feed(self, rec: RawRecord) -> None:
+        self._enter((rec.topic, rec.partition))
         if rec.carried:
             self.n_carried_in += 1
         else:
@@ -388,6 +423,36 @@ def records_from(cols: list[list[Any]]) -> Iterator[RawRecord]:
         yield RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
 
 
+class RawRun:
+    """Records of one (topic, partition) in offset order, none carried in and none to skip:
+    rows `start` to `end` of raw columns (`raw_columns`), fed to the stream driver whole
+    (`_StreamDriver.feed_run`), so that a lane's record loop reads them without a `RawRecord`
+    per record."""
+
+    __slots__ = ("cols", "start", "end")
+
+    def __init__(self, cols: list[list[Any]], start: int = 0, end: int | None = None) -> None:
+        self.cols = cols
+        self.start = start
+        self.end = len(cols[0]) if end is None else end
+
+    def record(self, i: int) -> RawRecord:
+        topic, part, offset, key, value, ts_ms, headers, carried, skip = (c[i] for c in self.cols)
+        return RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
+
+    def records(self) -> Iterator[RawRecord]:
+        return records_from([c[self.start : self.end] for c in self.cols])
+
+
+def flat_records(items: Iterable[RawRecord | RawRun]) -> Iterator[RawRecord]:
+    """The records of records and runs (`RawRun`), in turn."""
+    for item in items:
+        if type(item) is RawRun:
+            yield from item.records()
+        else:
+            yield item  # type: ignore[misc]
+
+
 def decode_stream(
     batches: Iterable[pa.RecordBatch], fmt: str, ctx: DecodeContext, shapes: bool = False
 ) -> Iterator[pa.RecordBatch]:
@@ -420,21 +485,24 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def decode_raw(
-    records: Iterable[RawRecord],
+    records: Iterable[RawRecord | RawRun],
     fmt: str,
     ctx: DecodeContext,
     shapes: bool = False,
     lanes: bool = True,
 ) -> Iterator[pa.RecordBatch]:
-    """Decode raw records sorted by (topic, partition, offset): output batches of
-    `OUTPUT_SCHEMA` (events, quarantine, carry, then the counters); `shapes`: with the shapes
+    """Decode raw records (or runs of them: `RawRun`) sorted by (topic, partition, offset):
+    output batches of `OUTPUT_SCHEMA` (events, quarantine, carry, then the counters); `shapes`: with the shapes
     of each batch's events (`_shape_batch`), for the decode task's summary; `lanes`: with the
     decoders' fast lanes (`recon.decode.lane`; without, for tests: the same output)."""
     driver = _StreamDriver(fmt, ctx, shapes, lanes)
     sink, lane_rows = driver.sink, driver.lane_rows
     with _fewer_collections():
         for rec in records:
-            driver.feed(rec)
+            if type(rec) is RawRun:
+                yield from driver.feed_run(rec)
+                continue
+            driver.feed(rec)  # type: ignore[arg-type]
             if len(sink.events) + len(sink.quarantine) + len(lane_rows) >= _FLUSH_ROWS:
                 yield from driver.drain()
         driver.finish()

@@ -20,7 +20,7 @@ from recon.core.model import RawRecord
 from recon.decode import stream
 from recon.decode.base import DecodeContext
 from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
-from recon.decode.stream import _StreamDriver, decode_raw
+from recon.decode.stream import RawRun, _StreamDriver, decode_raw
 from recon.decode.summary import shape_texts
 from recon.demo import sample
 
@@ -97,12 +97,15 @@ def _update(draw: st.DrawFn) -> list[dict[str, Any]]:
     ]
 
 
-def _text(msg: dict[str, Any]) -> bytes:
-    return json.dumps(msg).encode()
+def _text(msg: dict[str, Any], compact: bool = True) -> bytes:
+    """The message's JSON: compact as producers write it (the C reads take it: the schema's
+    text opens it as a text seen before), or with json's spaces (the Python read's)."""
+    return json.dumps(msg, separators=(",", ":") if compact else None).encode()
 
 
 _RECORD = (
     _MESSAGE.map(lambda m: [_text(m)])
+    | _MESSAGE.map(lambda m: [_text(m, compact=False)])
     | _update().map(lambda pair: [_text(m) for m in pair])
     | st.sampled_from([b"", b"  ", b"{", b"[]", b'{"payload": 1}', b"null"]).map(lambda v: [v])
 )
@@ -125,17 +128,45 @@ def _records(stream_: list[tuple[list[bytes], int, bool]]) -> list[RawRecord]:
     return sorted(recs, key=lambda r: (r.partition, r.offset))
 
 
+def _runs(recs: list[RawRecord], size: int) -> list[RawRecord | RawRun]:
+    """The records as the decode tasks feed the dumps' (`RawRun`s of at most `size` records
+    of one partition, none carried or to skip), a carried record or one to skip alone."""
+    out: list[RawRecord | RawRun] = []
+    run: list[RawRecord] = []
+
+    def end_run() -> None:
+        if run:
+            cols = [[getattr(r, f) for r in run] for f in stream._RAW_NAMES]
+            out.append(RawRun([[None if f == "carried" else v for v in c] for f, c in
+                               zip(stream._RAW_NAMES, cols, strict=True)]))  # fmt: skip
+            run.clear()
+
+    for rec in recs:
+        if run and (len(run) >= size or run[-1].partition != rec.partition):
+            end_run()
+        if rec.carried or rec.skip:
+            end_run()
+            out.append(rec)
+        else:
+            run.append(rec)
+    end_run()
+    return out
+
+
 def _rows(
     recs: list[RawRecord],
     lanes: bool,
     fmt: str = "dataworks_json",
     ctx: DecodeContext | None = None,
+    run: int = 0,
 ) -> Counter[str]:
     """The output's rows; a shape as the decode's summary reads it (any event of the shape
-    stands for it: which one differs with the lane)."""
+    stands for it: which one differs with the lane). `run`: the records fed as runs of at
+    most this many (`_runs`; 0: one by one)."""
     copies = [RawRecord(**{f: getattr(r, f) for f in r.__dataclass_fields__}) for r in recs]
     ctx = ctx or DecodeContext(primary_keys={"s.k": ["id"]})
-    out = decode_raw(iter(copies), fmt, ctx, shapes=True, lanes=lanes)
+    fed = _runs(copies, run) if run else copies
+    out = decode_raw(iter(fed), fmt, ctx, shapes=True, lanes=lanes)
     rows = [row for batch in out for row in batch.to_pylist()]
     return Counter(
         repr(("shape", r["db"], r["tbl"], r["op"], shape_texts(r), r["n"]))
@@ -153,6 +184,14 @@ _AFTERS = [  # UPDATE_AFTERs the lane leaves to the decoder after `_PAIR`'s BEFO
     _text(_message("UPDATE_AFTER", "8", "t", None, {"id": 1, "v": "b"}, 1)),  # another update's
     _text(_message("UPDATE_AFTER", "9", "t2", None, {"id": 1, "w": "b"}, 1)),  # other types
 ]
+_PAIR_T2 = [  # `_PAIR` in the table's other schema
+    _text(_message("UPDATE_BEFOR", "9", "t2", {"id": 1, "w": "a"}, None, 1)),
+    _text(_message("UPDATE_AFTER", "9", "t2", None, {"id": 1, "w": "b"}, 1)),
+]
+_PAIR_OWN_BEFORE = [  # an UPDATE_AFTER with a before image of its own (which the update takes)
+    _PAIR[0],
+    _text(_message("UPDATE_AFTER", "9", "t", {"id": 1, "v": "z"}, {"id": 1, "v": "b"}, 1)),
+]
 _INSERTS = [
     _text(_message("INSERT", str(seq), "t", None, {"id": seq, "v": "a"}, 1)) for seq in (7, 8)
 ]
@@ -163,25 +202,38 @@ _ALONE = [
 
 
 @settings(max_examples=400, deadline=None)
-@given(stream_=_STREAM, flush=st.sampled_from([2, 3, 20_000]))
-@example(stream_=[(_PAIR, 0, False)], flush=20_000)
-@example(stream_=[(_PAIR[:1], 0, False), (_PAIR, 0, False)], flush=20_000)
-@example(stream_=[(_PAIR, 0, False), (_PAIR[:1], 1, False), (_PAIR[1:], 1, False)], flush=2)
-@example(stream_=[([_PAIR[0], _AFTERS[0]], 0, False)], flush=20_000)
-@example(stream_=[([_PAIR[0], _AFTERS[1]], 0, False)], flush=20_000)
-@example(stream_=[(_ALONE, 0, False)], flush=20_000)
-@example(stream_=[(_INSERTS, 0, True)], flush=20_000)  # a shape's events by both paths
+@given(stream_=_STREAM, flush=st.sampled_from([2, 3, 20_000]), run=st.sampled_from([1, 2, 3, 50]))
+@example(stream_=[(_PAIR, 0, False)], flush=20_000, run=50)
+@example(stream_=[(_PAIR[:1], 0, False), (_PAIR, 0, False)], flush=20_000, run=50)
+@example(stream_=[(_PAIR, 0, False), (_PAIR[:1], 1, False), (_PAIR[1:], 1, False)], flush=2, run=50)
+@example(stream_=[([_PAIR[0], _AFTERS[0]], 0, False)], flush=20_000, run=50)
+@example(stream_=[([_PAIR[0], _AFTERS[1]], 0, False)], flush=20_000, run=50)
+@example(stream_=[(_ALONE, 0, False)], flush=20_000, run=50)
+@example(stream_=[(_INSERTS, 0, True)], flush=20_000, run=50)  # a shape's events by both paths
+@example(stream_=[(_INSERTS * 3, 0, False), (_PAIR * 3, 0, False)], flush=3, run=50)
+@example(stream_=[(_PAIR * 2, 0, False)], flush=20_000, run=3)  # a run ends in a BEFOR
+# the record loop's pairs, after a pair of their shape (the loop takes a counted shape only)
+@example(stream_=[(_PAIR + [_PAIR[0], _PAIR[0]], 0, False)], flush=20_000, run=50)
+@example(stream_=[(_PAIR + [_PAIR[0], _AFTERS[0]], 0, False)], flush=20_000, run=50)
+@example(stream_=[(_PAIR_T2 + [_PAIR[0], _AFTERS[1]], 0, False)], flush=20_000, run=50)
+@example(stream_=[(_PAIR + _PAIR_OWN_BEFORE, 0, False)], flush=20_000, run=50)
+@example(stream_=[(_PAIR + _ALONE[:1], 0, False)], flush=20_000, run=50)
+# a batch filled by a stream's end (its held BEFOR applied alone): drained after the next record
+@example(stream_=[([_PAIR[0], _ALONE[1]], 0, False), (_ALONE[1:], 1, False)], flush=2, run=1)
 def test_the_lane_decodes_what_the_decoder_decodes(
-    stream_: list[tuple[list[bytes], int, bool]], flush: int
+    stream_: list[tuple[list[bytes], int, bool]], flush: int, run: int
 ) -> None:
-    """Every output row, the lane on or off, in any stream: row changes of every op, updates
-    joined or not, unpaired and repeated halves, other tables and schemas of one table,
+    """Every output row, the lane on or off, its records fed one by one or as runs (its
+    record loop in C, `run`: at most this many a run), in any stream: row changes of every op,
+    updates joined or not, unpaired and repeated halves, other tables and schemas of one table,
     undeclared columns, values of every JSON type, control records and damage, carried records,
     two partitions, and flushes between records (`flush`: the rows per output batch)."""
     recs = _records(stream_)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(stream, "_FLUSH_ROWS", flush)
-        assert _rows(recs, lanes=True) == _rows(recs, lanes=False)
+        alone = _rows(recs, lanes=False)
+        assert _rows(recs, lanes=True) == alone
+        assert _rows(recs, lanes=True, run=run) == alone
 
 
 def test_the_lane_takes_the_common_records() -> None:
@@ -210,6 +262,59 @@ def test_the_lane_takes_the_common_records() -> None:
     assert Counting.lane is DataworksLane
     stats = {stat: n for (_, _, stat), n in driver.sink.stats.items()}
     assert stats["update_pairs_joined"] == 1 and stats["records_consumed"] == 5
+
+
+def test_the_lanes_record_loop_takes_a_runs_common_records() -> None:
+    """Fed as a run (`RawRun`: how the decode tasks feed the dumps), inserts, deletes and
+    updates' two records go by the lane's record loop in C: Python's `take` sees only the
+    first record of each shape (its `Event` shows the shape), the record the decoder takes,
+    and what comes while the decoder holds a record; the counts are the records'."""
+    taken: list[int] = []
+
+    class Counting(DataworksLane):
+        def take(self, rec: RawRecord) -> int | None:
+            taken.append(rec.offset)
+            return super().take(rec)
+
+    def msg(op: str, seq: int, before: Any = None, after: Any = None) -> bytes:
+        return _text(_message(op, str(seq), "t", before, after, 1))
+
+    row = {"id": 1, "v": "a", "d": 1}
+    values = [
+        *(msg("INSERT", s, after=row) for s in (1, 2, 3)),  # 0-2
+        *(msg(op, s, row, row) for s in (4, 5) for op in ("UPDATE_BEFOR", "UPDATE_AFTER")),
+        msg("DELETE", 6, before=row),  # 7
+        msg("DELETE", 7, before=row),
+        # 9-12: updates whose before holds fewer columns, of the shape of their after's names
+        *(
+            msg(op, s, {"id": 1, "v": "a"}, row)
+            for s in (8, 9)
+            for op in ("UPDATE_BEFOR", "UPDATE_AFTER")
+        ),
+        _text(_message("MHEARTBEAT", None, "t", None, None, 1)),  # 13: the decoder's
+        msg("INSERT", 10, after=row),
+        # 15: no UPDATE_AFTER follows it: the decoder's, which holds it to the end
+        msg("UPDATE_BEFOR", 11, row, row),
+        msg("INSERT", 12, after=row),
+    ]
+    cols = [["t"] * len(values), [0] * len(values), list(range(len(values))),
+            [None] * len(values), values, [0] * len(values), [None] * len(values),
+            [None] * len(values), [None] * len(values)]  # fmt: skip
+    driver = _StreamDriver("dataworks_json", DecodeContext())
+    driver.lane_class = Counting
+    assert list(driver.feed_run(RawRun(cols))) == []
+    driver.finish()
+    assert taken == [0, 3, 4, 7, 13, 15, 16]
+    ops = ["insert"] * 3 + ["update"] * 2 + ["delete"] * 2 + ["update"] * 2 + ["insert"]
+    assert driver.lane_rows.ops == ops
+    assert [r[15] for r in driver.lane_rows.rows] == [0, 1, 2, 4, 6, 7, 8, 10, 12, 14]
+    # the decoder's: the insert after the BEFOR it holds, then the BEFOR applied alone
+    assert [(e.offset, e.op) for e in driver.sink.events] == [(16, "insert"), (15, "delete")]
+    stats = {stat: n for (_, _, stat), n in driver.sink.stats.items()}
+    assert stats["update_pairs_joined"] == 4 and stats["update_befor_applied_alone"] == 1
+    assert stats["records_in"] == stats["records_consumed"] == 17
+    shapes = {key[2]: counted[1] for key, counted in driver.lane_rows.shapes.items()}
+    assert shapes == {"insert": 4, "update": 4, "delete": 2}
 
 
 # -- Debezium ----------------------------------------------------------------------------------

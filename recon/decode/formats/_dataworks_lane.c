@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "_json.h"
+#include "_lane_rows.h"
 
 #define N_OPS 4
 #define SPEC_SIZE 8
@@ -282,6 +283,23 @@ static PyObject *row_of(PyObject **got, PyObject *spec, PyObject *topic, PyObjec
     return out;
 }
 
+/* `read`'s answer of a message's bytes (`start` as `read` has it), or NULL (no error) */
+static PyObject *read_bytes(const uint8_t *p, Py_ssize_t len, Py_ssize_t start, PyObject *spec,
+                            PyObject *topic, PyObject *part, PyObject *offset) {
+    PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
+    Cur c = {p, p + len};
+    if (PyTuple_GET_SIZE(spec) != SPEC_SIZE || start < 0 || start > len) goto done;
+    c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
+    if (envelope(&c, got, spec) < 0 || !at_end(&c)) goto done;
+    for (int i = M_SEQ; i < M_COUNT; i++)
+        if (!got[i]) got[i] = Py_NewRef(Py_None);
+    out = row_of(got, spec, topic, part, offset);
+done:
+    for (int i = 0; i < M_COUNT; i++) Py_XDECREF(got[i]);
+    if (!out) PyErr_Clear();
+    return out;
+}
+
 static PyObject *lane_read(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t start;
@@ -289,21 +307,107 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nO!OO!O!", &buf, &start, &PyTuple_Type, &spec, &topic,
                           &PyLong_Type, &part, &PyLong_Type, &offset))
         return NULL;
-    PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
-    Cur c = {(const uint8_t *)buf.buf, (const uint8_t *)buf.buf + buf.len};
-    if (PyTuple_GET_SIZE(spec) != SPEC_SIZE || start < 0 || start > buf.len) goto done;
-    c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
-    if (envelope(&c, got, spec) < 0 || !at_end(&c)) goto done;
-    for (int i = M_SEQ; i < M_COUNT; i++)
-        if (!got[i]) got[i] = Py_NewRef(Py_None);
-    out = row_of(got, spec, topic, part, offset);
-done:
-    return answer(out, got, M_COUNT, &buf);
+    PyObject *out = read_bytes(buf.buf, buf.len, start, spec, topic, part, offset);
+    PyBuffer_Release(&buf);
+    if (out) return out;
+    Py_RETURN_NONE;
+}
+
+/* `DataworksLane.read` of the run's record `k` (its value `values[k]`, its place): the
+ * opening's spec from `recent` ((opening, spec or None) as `known_opening` and `table_of`
+ * give them, the first opening the value starts with); NULL (no error) where Python reads it */
+static PyObject *read_record(PyObject *values, PyObject *offsets, Py_ssize_t k,
+                             PyObject *recent, PyObject *topic, PyObject *part) {
+    PyObject *value = PyList_GET_ITEM(values, k), *offset = PyList_GET_ITEM(offsets, k);
+    if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(offset)) return NULL;
+    const char *p = PyBytes_AS_STRING(value);
+    Py_ssize_t len = PyBytes_GET_SIZE(value);
+    if (len == 0) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recent); i++) {
+        PyObject *known = PyList_GET_ITEM(recent, i);
+        if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 2) return NULL;
+        PyObject *opening = PyTuple_GET_ITEM(known, 0), *spec = PyTuple_GET_ITEM(known, 1);
+        if (!PyBytes_CheckExact(opening)) return NULL;
+        Py_ssize_t n = PyBytes_GET_SIZE(opening);
+        if (n > len || memcmp(p, PyBytes_AS_STRING(opening), (size_t)n) != 0) continue;
+        if (!PyTuple_CheckExact(spec)) return NULL; /* no spec: a keyless table's, Python's */
+        return read_bytes((const uint8_t *)p, len, n, spec, topic, part, offset);
+    }
+    return NULL;
+}
+
+/* the op of a read answer as the lane emits it (`_KIND`, in `kinds`' order) */
+static PyObject *kind_of(PyObject *op, PyObject *kinds) {
+    return PyTuple_GET_ITEM(kinds, op == OPS[0] ? 0 : op == OPS[1] ? 1 : 2);
+}
+
+enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_TOPIC, R_PART, R_SINK,
+       R_KINDS, R_N };
+
+/* `DataworksLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
+ * emitted, or a record the loop leaves to Python: an answer C's read does not give, an
+ * UPDATE_BEFOR not followed by its UPDATE_AFTER (the lane holds it: Python's), an
+ * UPDATE_AFTER alone, a shape not counted yet. (where it stopped, records consumed, update
+ * pairs joined). */
+static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    LaneSink sink;
+    if (nargs != R_N) {
+        PyErr_SetString(PyExc_TypeError, "run takes 10 arguments");
+        return NULL;
+    }
+    PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS], *recent = args[R_RECENT];
+    PyObject *topic = args[R_TOPIC], *part = args[R_PART], *kinds = args[R_KINDS];
+    Py_ssize_t k = PyLong_AsSsize_t(args[R_START]), end = PyLong_AsSsize_t(args[R_END]);
+    Py_ssize_t budget = PyLong_AsSsize_t(args[R_BUDGET]);
+    if (PyErr_Occurred()) return NULL;
+    if (!PyList_CheckExact(values) || !PyList_CheckExact(offsets) || !PyList_CheckExact(recent) ||
+        !PyTuple_CheckExact(kinds) || PyTuple_GET_SIZE(kinds) != 3 || k < 0 ||
+        end > PyList_GET_SIZE(values) || end > PyList_GET_SIZE(offsets)) {
+        PyErr_SetString(PyExc_ValueError, "run: bad arguments");
+        return NULL;
+    }
+    if (lane_sink(args[R_SINK], &sink) < 0) return NULL;
+    Py_ssize_t consumed = 0, pairs = 0, emitted = 0;
+    while (k < end && emitted < budget) {
+        PyObject *got = read_record(values, offsets, k, recent, topic, part), *next = NULL;
+        if (!got) break;
+        PyObject *op = PyTuple_GET_ITEM(got, 0), *row = PyTuple_GET_ITEM(got, 1);
+        PyObject *before = PyTuple_GET_ITEM(got, 3), *after = PyTuple_GET_ITEM(got, 4);
+        int used = 1, r = 0;
+        if (op == OPS[2]) { /* an UPDATE_BEFOR: only its UPDATE_AFTER, next, joins it */
+            if (k + 1 < end && (next = read_record(values, offsets, k + 1, recent, topic, part))) {
+                PyObject *nrow = PyTuple_GET_ITEM(next, 1), *nbefore = PyTuple_GET_ITEM(next, 3);
+                int same = PyTuple_GET_ITEM(next, 0) == OPS[3] &&
+                           PyTuple_GET_ITEM(nrow, 3) == PyTuple_GET_ITEM(row, 3) &&
+                           PyUnicode_Compare(PyTuple_GET_ITEM(next, 2), PyTuple_GET_ITEM(got, 2))
+                               == 0; /* noqa: both strs */
+                if (same) {
+                    used = 2;
+                    r = lane_emit(&sink, PyTuple_GET_ITEM(kinds, 2), nrow,
+                                  nbefore == Py_None ? before : nbefore,
+                                  PyTuple_GET_ITEM(next, 4));
+                }
+            }
+        } else if (!(op == OPS[3] && before == Py_None)) { /* an UPDATE_AFTER alone: Python's */
+            r = lane_emit(&sink, kind_of(op, kinds), row, before, after);
+        }
+        Py_DECREF(got);
+        Py_XDECREF(next);
+        if (r < 0) return NULL;
+        if (r == 0) break;
+        k += used;
+        consumed += used;
+        pairs += used - 1;
+        emitted++;
+    }
+    return Py_BuildValue("nnn", k, consumed, pairs);
 }
 
 static PyMethodDef methods[] = {
     {"read", lane_read, METH_VARARGS,
      "DataworksLane.read's answer in C: (op, row, pair key, before, after), or None."},
+    {"run", (PyCFunction)(void (*)(void))lane_run, METH_FASTCALL,
+     "DataworksLane.take of a run's records in C: (stop, consumed, pairs joined)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -356,6 +356,7 @@ class DataworksLane(Lane):
         self.schema: Any = None
         self.table: _LaneTable = _LANE_TABLE(_NO_SCHEMA)
         """What the lane knows of the table of `schema` (the last message's)."""
+        self.sink = rows.sink()
 
     def idle(self) -> bool:
         return not self.dec.pending
@@ -382,6 +383,25 @@ class DataworksLane(Lane):
             return None
         self.emit(_KIND[op], row, before, after)
         return 1
+
+    def run(
+        self, values: list[Any], offsets: list[int], start: int, end: int, budget: int,
+        topic: str, partition: int,
+    ) -> tuple[int, int]:  # fmt: skip
+        """`Lane.run` by C (`_dataworks_lane.run`: `take` of each record whose `read` C
+        answers, an UPDATE_BEFOR with the UPDATE_AFTER right after it)."""
+        if _native is None or self.held is not None or not self.idle():
+            return start, 0
+        recent = [
+            (opening, _LANE_TABLE(obj or _NO_SCHEMA).native) for opening, obj in _PARSE.recent
+        ]
+        stop, consumed, pairs = _native.run(
+            values, offsets, start, end, budget, recent, topic, partition, self.sink, _RUN_KINDS
+        )
+        if pairs:
+            self.counts[Stat.UPDATE_PAIRS_JOINED] += pairs
+            self.stream = (topic, partition)
+        return stop, consumed
 
     def read(self, rec: RawRecord) -> _Read | None:
         """The record's row change, read as `DataworksJsonDecoder.handle` reads it; None (or an
@@ -458,6 +478,8 @@ class DataworksLane(Lane):
 
 DataworksJsonDecoder.lane = DataworksLane
 _KIND: dict[str, Op] = {"INSERT": "insert", "DELETE": "delete", "UPDATE_AFTER": "update"}
+_RUN_KINDS = (_KIND["INSERT"], _KIND["DELETE"], _KIND["UPDATE_AFTER"])
+"""`_KIND`'s ops in the order `_dataworks_lane.run` takes them."""
 
 
 class _LaneTable:

@@ -1,0 +1,98 @@
+/* A lane's rows appended in C: what `recon.decode.lane.Lane.emit` does, for the lanes' record
+ * loops (`run` in the lanes' C modules), which read a partition's run of records into the
+ * lane's columns in one call.
+ *
+ * The sink is `LaneRows.sink()`: (ops, rows, before's names, values and lengths, after's
+ * names, values and lengths, shapes), the lists and dict `LaneRows` keeps. An emit first looks
+ * its shape up by the key `Lane.emit` counts it by; a shape not counted yet is left to Python
+ * (`Lane.emit` makes the `Event` that shows it), so the record loop stops before the record.
+ */
+#ifndef RECON_LANE_ROWS_H
+#define RECON_LANE_ROWS_H
+#include <Python.h>
+
+enum { S_OPS, S_ROWS, S_BN, S_BV, S_BL, S_AN, S_AV, S_AL, S_SHAPES, S_SIZE };
+
+typedef struct {
+    PyObject *at[S_SIZE]; /* borrowed: the sink tuple holds them */
+} LaneSink;
+
+/* the sink tuple's lists and dict; -1 (TypeError set) when it is not one */
+static inline int lane_sink(PyObject *t, LaneSink *s) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != S_SIZE) goto bad;
+    for (int i = 0; i < S_SIZE; i++) {
+        s->at[i] = PyTuple_GET_ITEM(t, i);
+        if (i == S_SHAPES ? !PyDict_CheckExact(s->at[i]) : !PyList_CheckExact(s->at[i])) goto bad;
+    }
+    return 0;
+bad:
+    PyErr_SetString(PyExc_TypeError, "the sink is LaneRows.sink()'s tuple");
+    return -1;
+}
+
+/* `LaneImage.add`: an image (names, values) or None; -1 error */
+static inline int lane_image_add(PyObject *names, PyObject *values, PyObject *lengths,
+                                 PyObject *image) {
+    PyObject *n;
+    if (image == Py_None) {
+        n = PyLong_FromLong(-1);
+    } else {
+        PyObject *v = PyTuple_GET_ITEM(image, 1);
+        Py_ssize_t end = PyList_GET_SIZE(values);
+        if (PyList_Append(names, PyTuple_GET_ITEM(image, 0)) < 0 ||
+            PyList_SetSlice(values, end, end, v) < 0)
+            return -1;
+        n = PyLong_FromSsize_t(PyList_GET_SIZE(v));
+    }
+    if (!n) return -1;
+    int bad = PyList_Append(lengths, n);
+    Py_DECREF(n);
+    return bad;
+}
+
+/* an image as the lanes' reads give it: None, or (names: tuple, values: list of that size) */
+static inline int lane_image_ok(PyObject *image) {
+    if (image == Py_None) return 1;
+    if (!PyTuple_CheckExact(image) || PyTuple_GET_SIZE(image) != 2) return 0;
+    PyObject *names = PyTuple_GET_ITEM(image, 0), *values = PyTuple_GET_ITEM(image, 1);
+    return PyTuple_CheckExact(names) && PyList_CheckExact(values) &&
+           PyTuple_GET_SIZE(names) == PyList_GET_SIZE(values);
+}
+
+/* `Lane.emit` of (op, row: the `LANE_COLUMNS` tuple, before, after): 1 appended and counted;
+ * 0 nothing appended (a shape not counted yet, or an answer of another form: Python's);
+ * -1 error. The shape key is `Lane.emit`'s: (db, tbl, op, None, None, the shown image's names,
+ * the ids of the row's types, key and defaults). */
+static inline int lane_emit(LaneSink *s, PyObject *op, PyObject *row, PyObject *before,
+                            PyObject *after) {
+    if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 16) return 0;
+    if (!lane_image_ok(before) || !lane_image_ok(after)) return 0;
+    PyObject *shown = after != Py_None ? after : before;
+    if (shown == Py_None) return 0;
+    PyObject *ids[3] = {PyLong_FromVoidPtr(PyTuple_GET_ITEM(row, 3)),
+                        PyLong_FromVoidPtr(PyTuple_GET_ITEM(row, 2)),
+                        PyLong_FromVoidPtr(PyTuple_GET_ITEM(row, 12))};
+    PyObject *key = NULL;
+    if (ids[0] && ids[1] && ids[2])
+        key = PyTuple_Pack(9, PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1), op, Py_None,
+                           Py_None, PyTuple_GET_ITEM(shown, 0), ids[0], ids[1], ids[2]);
+    for (int i = 0; i < 3; i++) Py_XDECREF(ids[i]);
+    if (!key) return -1;
+    PyObject *counted = PyDict_GetItemWithError(s->at[S_SHAPES], key); /* borrowed */
+    Py_DECREF(key);
+    if (!counted) return PyErr_Occurred() ? -1 : 0;
+    if (!PyList_CheckExact(counted) || PyList_GET_SIZE(counted) != 2) return 0;
+    Py_ssize_t had = PyLong_AsSsize_t(PyList_GET_ITEM(counted, 1));
+    if (had < 0) return PyErr_Occurred() ? -1 : 0;
+    PyObject *n = PyLong_FromSsize_t(had + 1);
+    if (!n) return -1;
+    if (PyList_Append(s->at[S_OPS], op) < 0 || PyList_Append(s->at[S_ROWS], row) < 0 ||
+        lane_image_add(s->at[S_BN], s->at[S_BV], s->at[S_BL], before) < 0 ||
+        lane_image_add(s->at[S_AN], s->at[S_AV], s->at[S_AL], after) < 0) {
+        Py_DECREF(n);
+        return -1;
+    }
+    PyList_SetItem(counted, 1, n); /* steals n */
+    return 1;
+}
+#endif
