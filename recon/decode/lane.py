@@ -120,15 +120,13 @@ class Lane:
         """Whether the decoder holds nothing a record could meet (the lane takes none else)."""
         return True
 
-    def run(
-        self, values: list[Any], offsets: list[int], start: int, end: int, budget: int,
-        topic: str, partition: int,
-    ) -> tuple[int, int]:  # fmt: skip
-        """Take records `start` to `end` of a run of one partition's records (`values`,
-        `offsets`: its columns; none carried) in turn, as `take` would, emitting at most
-        `budget` rows: (where it stopped, how many records that used up). It stops at the
-        first record it leaves to `take` (or to the decoder), and before any while the lane
-        holds a record or the decoder is not idle. Lanes without a record loop take none."""
+    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
+        """Take records `start` to `end` of a run of one partition's records (`cols`: its
+        columns, `recon.decode.stream.RawRun`; none carried) in turn, as `take` would,
+        emitting at most `budget` rows: (where it stopped, how many records that used up). It
+        stops at the first record it leaves to `take` (or to the decoder), and before any while
+        the lane holds a record or the decoder is not idle. Lanes without a record loop take
+        none."""
         return start, 0
 
     def read(self, rec: RawRecord) -> Any:

@@ -277,13 +277,12 @@ class _StreamDriver:
         cols, i, end = run.cols, run.start, run.end
         if i >= end:
             return
-        topic, partition, offsets, values = cols[0][i], cols[1][i], cols[2], cols[4]
+        key = (cols[0][i], cols[1][i])
         while i < end:
-            self._enter((topic, partition))
+            self._enter(key)
             lane = self.lane
             if lane is not None:
-                budget = _FLUSH_ROWS - self.pending()
-                stop, consumed = lane.run(values, offsets, i, end, budget, topic, partition)
+                stop, consumed = lane.run(cols, i, end, _FLUSH_ROWS - self.pending())
                 # drained where `decode_raw` drains records fed one by one: after the one that
                 # fills the batch (a stream's end, in `_enter`, only adds to it)
                 if stop > i:

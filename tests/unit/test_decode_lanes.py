@@ -20,6 +20,7 @@ from recon.core.model import RawRecord
 from recon.decode import stream
 from recon.decode.base import DecodeContext
 from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
+from recon.decode.formats.debezium_json import DebeziumLane
 from recon.decode.stream import RawRun, _StreamDriver, decode_raw
 from recon.decode.summary import shape_texts
 from recon.demo import sample
@@ -386,14 +387,18 @@ def _dbz(
     tx: Any = None,
     bare: bool = False,
     more: bool = False,
+    compact: bool = True,
 ) -> bytes:
+    """The message's JSON, compact as the converter writes it (the C read's), or with json's
+    spaces (the Python read's)."""
     payload = {"op": op, "source": source, "before": before, "after": after, "transaction": tx}
     if op is None:
         del payload["op"]
+    separators = (",", ":") if compact else None
     if bare:  # the JSON converter without schemas: the payload alone
-        return json.dumps(payload).encode()
+        return json.dumps(payload, separators=separators).encode()
     envelope = {"schema": _DBZ_SCHEMAS[schema], "payload": payload, **({"x": 1} if more else {})}
-    return json.dumps(envelope).encode()
+    return json.dumps(envelope, separators=separators).encode()
 
 
 _GOOD = {"id": st.integers(0, 3), "v": st.text(max_size=2), "amount": st.just("AQI="),
@@ -424,6 +429,7 @@ def _dbz_message(draw: st.DrawFn) -> bytes:
         draw(st.none() | st.fixed_dictionaries({"id": st.sampled_from(["t1"])}) | st.just(3)),
         draw(st.booleans().filter(lambda b: not b) | st.booleans()),
         draw(st.booleans().filter(lambda b: not b) | st.booleans()),
+        draw(st.booleans()),
     )
 
 
@@ -442,16 +448,23 @@ _ROW = {"id": 1, "v": "a"}
 
 
 @settings(max_examples=400, deadline=None)
-@given(records=st.lists(st.tuples(_DBZ_RECORD, st.integers(0, 1), st.booleans()), max_size=30))
-@example(records=_one(_dbz(0, "c", _SOURCE, None, {"id": 1})))  # a partial image
-@example(records=_one(_dbz(4, "u", _SOURCE, {"id": 1, "v": 2}, _ROW)))  # before's types differ
-@example(records=_one(_dbz(0, "c", _SOURCE, None, _ROW, more=True)))  # not an envelope
-@example(records=_one(_dbz(0, "c", {**_SOURCE, "snapshot": "true"}, None, _ROW)))  # snapshot
+@given(
+    records=st.lists(st.tuples(_DBZ_RECORD, st.integers(0, 1), st.booleans()), max_size=30),
+    run=st.sampled_from([1, 3, 50]),
+    flush=st.sampled_from([2, 3, 20_000]),
+)
+@example(records=_one(_dbz(0, "c", _SOURCE, None, {"id": 1})), run=50, flush=20_000)  # partial
+@example(records=_one(_dbz(4, "u", _SOURCE, {"id": 1, "v": 2}, _ROW)), run=50, flush=20_000)
+@example(records=_one(_dbz(0, "c", _SOURCE, None, _ROW, more=True)), run=50, flush=20_000)
+@example(records=_one(_dbz(0, "c", {**_SOURCE, "snapshot": "true"}, None, _ROW)), run=50,
+         flush=20_000)  # fmt: skip
+# the record loop's, a batch filled in it
+@example(records=_one(_dbz(0, "c", _SOURCE, None, _ROW)) * 5, run=50, flush=2)
 def test_the_debezium_lane_decodes_what_the_decoder_decodes(
-    records: list[tuple[tuple[bytes | None, bytes | None], int, bool]],
+    records: list[tuple[tuple[bytes | None, bytes | None], int, bool]], run: int, flush: int
 ) -> None:
-    """Every output row, the lane on or off, in any stream: every op, envelopes with and
-    without a schema, schemas whose before and after differ, full and partial images, values
+    """Every output row, the lane on or off, its records fed one by one or as runs (`run`), in
+    any stream: every op, envelopes with and without a schema, schemas whose before and after differ, full and partial images, values
     a column's type cannot read, sources that name no table or hold odd positions, record keys
     of every kind, tombstones, damage and carried records."""
     recs = [
@@ -460,7 +473,11 @@ def test_the_debezium_lane_decodes_what_the_decoder_decodes(
     ]
     recs.sort(key=lambda r: (r.partition, r.offset))
     fmt = "debezium_json"
-    assert _rows(recs, lanes=True, fmt=fmt) == _rows(recs, lanes=False, fmt=fmt)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stream, "_FLUSH_ROWS", flush)
+        alone = _rows(recs, lanes=False, fmt=fmt)
+        assert _rows(recs, lanes=True, fmt=fmt) == alone
+        assert _rows(recs, lanes=True, fmt=fmt, run=run) == alone
 
 
 def test_the_debezium_lane_takes_full_row_changes() -> None:
@@ -488,6 +505,49 @@ def test_the_debezium_lane_takes_full_row_changes() -> None:
     assert len({(id(r[2]), id(r[3]), id(r[12])) for r in rows}) == 1
     assert rows[0][2] == ["id"] and rows[0][12] == {"v": "x"}
     assert driver.lane_rows.after.values[:4] == ["1", "2.58", "2026-03-02 10:00:00", "a"]
+
+
+def test_the_debezium_record_loop_takes_a_runs_row_changes() -> None:
+    """Fed as a run (`RawRun`), creates, updates and deletes go by the lane's record loop in C:
+    Python's `take` sees only the first of each shape, and the tombstone the decoder takes."""
+    taken: list[int] = []
+
+    class Counting(DebeziumLane):
+        def take(self, rec: RawRecord) -> int | None:
+            taken.append(rec.offset)
+            return super().take(rec)
+
+    full = {"id": 1, "amount": "AQI=", "at": 1772445600000, "v": "a"}
+    source = {"db": "s", "table": "t", "file": "mysql-bin.000002", "pos": 4, "ts_ms": 1}
+    values = [
+        *(_dbz(1, "c", {**source, "pos": p}, None, full) for p in (4, 5, 6)),  # 0-2
+        _dbz(0, "c", {**source, "table": "u"}, None, {"id": 2, "v": "b"}),  # 3: a shape
+        *(_dbz(1, "u", {**source, "pos": p}, full, {**full, "v": "b"}) for p in (7, 8)),
+        None,  # 6: a tombstone, the decoder's
+        *(_dbz(1, "d", {**source, "pos": p}, full, None) for p in (9, 10)),  # 7-8
+    ]
+    n = len(values)
+    keys = [b'{"id":1}'] * n
+    keys[2] = b'{"v":"a"}'  # another key: its own shape
+    cols = [["p.s.t"] * n, [0] * n, list(range(n)), keys, values, [0] * n, [None] * n,
+            [None] * n, [None] * n]  # fmt: skip
+    driver = _StreamDriver("debezium_json", DecodeContext())
+    driver.lane_class = Counting
+    assert list(driver.feed_run(RawRun(cols))) == []
+    driver.finish()
+    assert taken == [0, 2, 3, 4, 6, 7]
+    assert driver.lane_rows.ops == ["insert"] * 4 + ["update"] * 2 + ["delete"] * 2
+    rows = driver.lane_rows.rows
+    assert [r[15] for r in rows] == [0, 1, 2, 3, 4, 5, 7, 8]
+    assert [r[7] for r in rows if r[1] == "t"] == [4, 5, 6, 7, 8, 9, 10]
+    assert [r[2] for r in rows] == [["id"], ["id"], ["v"], ["id"], ["id"], ["id"], ["id"], ["id"]]
+    stats = {stat: n for (_, _, stat), n in driver.sink.stats.items()}
+    assert stats["records_in"] == stats["records_consumed"] == n
+    shapes = Counter[tuple[str, str]]()
+    for key, counted in driver.lane_rows.shapes.items():
+        shapes[key[1], key[2]] += counted[1]
+    assert shapes == {("t", "insert"): 3, ("u", "insert"): 1, ("t", "update"): 2,
+                      ("t", "delete"): 2}  # fmt: skip
 
 
 # -- Tencent -----------------------------------------------------------------------------------

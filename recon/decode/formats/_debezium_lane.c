@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "_json.h"
+#include "_lane_rows.h"
 
 static PyObject *S_C, *S_U, *S_D, *S_R;
 static PyObject *OP_INSERT, *OP_UPDATE, *OP_DELETE, *OP_SNAPSHOT;
@@ -530,6 +531,30 @@ done:
     return out;
 }
 
+/* `read`'s answer of a message's bytes (`args`: `read`'s, the value's bytes `p`), or NULL
+ * (no error) */
+static PyObject *read_bytes(const uint8_t *p, Py_ssize_t len, Py_ssize_t start,
+                            PyObject *const *args) {
+    PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
+    PyObject *src[S_SLOTS] = {NULL}, *spec = args[A_SPEC];
+    Cur c = {p, p + len};
+    Cur key;
+    if (PyTuple_GET_SIZE(spec) != 4 || start < 0 || start > len) goto done;
+    c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
+    if (next_key(&c, 1, &key) != 1 || !key_is(key, "payload") || *c.p != '{') goto done;
+    if (payload(&c, got, src, spec) < 0) goto done;
+    ws(&c);
+    if (c.p >= c.end || *c.p++ != '}' || !at_end(&c)) goto done; /* the envelope's end */
+    for (int i = M_TX; i <= M_AFTER; i++)
+        if (!got[i]) got[i] = Py_NewRef(Py_None);
+    out = row_of(got, src, args);
+done:
+    for (int i = 0; i < S_SLOTS; i++) Py_XDECREF(src[i]);
+    for (int i = 0; i < M_COUNT; i++) Py_XDECREF(got[i]);
+    if (!out) PyErr_Clear();
+    return out;
+}
+
 static PyObject *lane_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer buf;
     if (nargs != A_N) {
@@ -545,27 +570,83 @@ static PyObject *lane_read(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     if (PyObject_GetBuffer(args[A_VALUE], &buf, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
-    PyObject *src[S_SLOTS] = {NULL};
-    Cur c = {(const uint8_t *)buf.buf, (const uint8_t *)buf.buf + buf.len};
-    Cur key;
-    if (PyTuple_GET_SIZE(spec) != 4 || start < 0 || start > buf.len) goto done;
-    c.p += start; /* after `{"schema":<its text>,`: the members that follow it */
-    if (next_key(&c, 1, &key) != 1 || !key_is(key, "payload") || *c.p != '{') goto done;
-    if (payload(&c, got, src, spec) < 0) goto done;
-    ws(&c);
-    if (c.p >= c.end || *c.p++ != '}' || !at_end(&c)) goto done; /* the envelope's end */
-    for (int i = M_TX; i <= M_AFTER; i++)
-        if (!got[i]) got[i] = Py_NewRef(Py_None);
-    out = row_of(got, src, args);
-done:
-    for (int i = 0; i < S_SLOTS; i++) Py_XDECREF(src[i]);
-    return answer(out, got, M_COUNT, &buf);
+    PyObject *out = read_bytes(buf.buf, buf.len, start, args);
+    PyBuffer_Release(&buf);
+    if (out) return out;
+    Py_RETURN_NONE;
+}
+
+enum { R_VALUES, R_KEYS, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_PKS, R_SHARED_KEY,
+       R_TOPIC, R_PART, R_SINK, R_N };
+
+/* `DebeziumLane.read` of the run's record `k`: its value's opening's spec from `recent`
+ * ((opening, spec or None) as `known_opening` and `table_of` give them, the first opening the
+ * value starts with), `read`'s arguments of the record into `a`; NULL (no error) where Python
+ * reads it */
+static PyObject *read_record(PyObject *const *args, Py_ssize_t k, PyObject **a) {
+    PyObject *value = PyList_GET_ITEM(args[R_VALUES], k), *recent = args[R_RECENT];
+    a[A_OFFSET] = PyList_GET_ITEM(args[R_OFFSETS], k);
+    a[A_KEY] = PyList_GET_ITEM(args[R_KEYS], k);
+    if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(a[A_OFFSET])) return NULL;
+    const char *p = PyBytes_AS_STRING(value);
+    Py_ssize_t len = PyBytes_GET_SIZE(value);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recent); i++) {
+        PyObject *known = PyList_GET_ITEM(recent, i);
+        if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 2) return NULL;
+        PyObject *opening = PyTuple_GET_ITEM(known, 0);
+        if (!PyBytes_CheckExact(opening)) return NULL;
+        Py_ssize_t n = PyBytes_GET_SIZE(opening);
+        if (n > len || memcmp(p, PyBytes_AS_STRING(opening), (size_t)n) != 0) continue;
+        a[A_SPEC] = PyTuple_GET_ITEM(known, 1);
+        if (!PyTuple_CheckExact(a[A_SPEC])) return NULL; /* no spec: Python's */
+        return read_bytes((const uint8_t *)p, len, n, a);
+    }
+    return NULL;
+}
+
+/* `DebeziumLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
+ * emitted, or a record the loop leaves to Python (an answer C's read does not give, a shape
+ * not counted yet): (where it stopped, records consumed). */
+static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    LaneSink sink;
+    if (nargs != R_N) {
+        PyErr_SetString(PyExc_TypeError, "run takes 12 arguments");
+        return NULL;
+    }
+    Py_ssize_t k = PyLong_AsSsize_t(args[R_START]), end = PyLong_AsSsize_t(args[R_END]);
+    Py_ssize_t budget = PyLong_AsSsize_t(args[R_BUDGET]), start = k;
+    if (PyErr_Occurred()) return NULL;
+    PyObject *values = args[R_VALUES], *keys = args[R_KEYS], *offsets = args[R_OFFSETS];
+    if (!PyList_CheckExact(values) || !PyList_CheckExact(keys) || !PyList_CheckExact(offsets) ||
+        !PyList_CheckExact(args[R_RECENT]) || !PyLong_CheckExact(args[R_PART]) || k < 0 ||
+        end > PyList_GET_SIZE(values) || end > PyList_GET_SIZE(keys) ||
+        end > PyList_GET_SIZE(offsets)) {
+        PyErr_SetString(PyExc_ValueError, "run: bad arguments");
+        return NULL;
+    }
+    if (lane_sink(args[R_SINK], &sink) < 0) return NULL;
+    PyObject *a[A_N] = {NULL};
+    a[A_PKS] = args[R_PKS];
+    a[A_SHARED_KEY] = args[R_SHARED_KEY];
+    a[A_TOPIC] = args[R_TOPIC];
+    a[A_PART] = args[R_PART];
+    for (; k < end && k - start < budget; k++) {
+        PyObject *got = read_record(args, k, a);
+        if (!got) break;
+        int r = lane_emit(&sink, PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1),
+                          PyTuple_GET_ITEM(got, 2), PyTuple_GET_ITEM(got, 3));
+        Py_DECREF(got);
+        if (r < 0) return NULL;
+        if (r == 0) break;
+    }
+    return Py_BuildValue("nn", k, k - start);
 }
 
 static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))lane_read, METH_FASTCALL,
      "DebeziumLane.read's answer in C: (op, row, before, after), or None."},
+    {"run", (PyCFunction)(void (*)(void))lane_run, METH_FASTCALL,
+     "DebeziumLane.take of a run's records in C: (stop, consumed)."},
     {NULL, NULL, 0, NULL},
 };
 

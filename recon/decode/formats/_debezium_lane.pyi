@@ -18,3 +18,11 @@ def read(
     offset: int,
 ) -> tuple[Op, tuple[Any, ...], Image | None, Image | None] | None:
     """`DebeziumLane.read`'s answer of one record, or None: left to the Python read."""
+
+def run(
+    values: list[Any], keys: list[bytes | None], offsets: list[int], start: int, end: int,
+    budget: int, recent: list[tuple[bytes, tuple[Any, ...] | None]],
+    primary_keys: dict[str, list[str]], shared_key: Callable[[Any], list[str]], topic: str,
+    partition: int, sink: tuple[Any, ...],
+) -> tuple[int, int]:  # fmt: skip
+    """`DebeziumLane.take` of a run's records: (where it stopped, records consumed)."""

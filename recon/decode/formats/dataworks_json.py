@@ -384,10 +384,7 @@ class DataworksLane(Lane):
         self.emit(_KIND[op], row, before, after)
         return 1
 
-    def run(
-        self, values: list[Any], offsets: list[int], start: int, end: int, budget: int,
-        topic: str, partition: int,
-    ) -> tuple[int, int]:  # fmt: skip
+    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
         """`Lane.run` by C (`_dataworks_lane.run`: `take` of each record whose `read` C
         answers, an UPDATE_BEFOR with the UPDATE_AFTER right after it)."""
         if _native is None or self.held is not None or not self.idle():
@@ -395,8 +392,9 @@ class DataworksLane(Lane):
         recent = [
             (opening, _LANE_TABLE(obj or _NO_SCHEMA).native) for opening, obj in _PARSE.recent
         ]
+        topic, partition = cols[0][start], cols[1][start]
         stop, consumed, pairs = _native.run(
-            values, offsets, start, end, budget, recent, topic, partition, self.sink, _RUN_KINDS
+            cols[4], cols[2], start, end, budget, recent, topic, partition, self.sink, _RUN_KINDS
         )
         if pairs:
             self.counts[Stat.UPDATE_PAIRS_JOINED] += pairs

@@ -538,6 +538,7 @@ class DebeziumLane(Lane):
         self.parse = dec.parse
         self.primary_keys = dec.ctx.primary_keys
         """The configured keys (`_key_columns`), for the C read."""
+        self.sink = rows.sink()
         self.schema: Any = None
         self.table: _LaneSchema | None = None
         """What the lane knows of `schema` (the last message's)."""
@@ -548,6 +549,20 @@ class DebeziumLane(Lane):
             return None
         self.emit(*got)
         return 1
+
+    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
+        """`Lane.run` by C (`_debezium_lane.run`: `take` of each record whose `read` C
+        answers)."""
+        if _native is None:
+            return start, 0
+        recent = [
+            (opening, _LANE_SCHEMA(obj).native if type(obj) is dict else None)
+            for opening, obj in _PARSE.recent
+        ]
+        return _native.run(
+            cols[4], cols[3], cols[2], start, end, budget, recent, self.primary_keys,
+            _shared_key, cols[0][start], cols[1][start], self.sink,
+        )  # fmt: skip
 
     def read(
         self, rec: RawRecord
