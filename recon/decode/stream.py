@@ -422,6 +422,12 @@ def records_from(cols: list[list[Any]]) -> Iterator[RawRecord]:
         yield RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
 
 
+def record_at(cols: list[list[Any]], i: int) -> RawRecord:
+    """The raw record of row `i` of columns in RawRecord's field order (`raw_columns`)."""
+    topic, part, offset, key, value, ts_ms, headers, carried, skip = (c[i] for c in cols)
+    return RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
+
+
 class RawRun:
     """Records of one (topic, partition) in offset order, none carried in and none to skip:
     rows `start` to `end` of raw columns (`raw_columns`), fed to the stream driver whole
@@ -436,8 +442,7 @@ class RawRun:
         self.end = len(cols[0]) if end is None else end
 
     def record(self, i: int) -> RawRecord:
-        topic, part, offset, key, value, ts_ms, headers, carried, skip = (c[i] for c in self.cols)
-        return RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
+        return record_at(self.cols, i)
 
     def records(self) -> Iterator[RawRecord]:
         return records_from([c[self.start : self.end] for c in self.cols])

@@ -21,6 +21,7 @@ from recon.decode import stream
 from recon.decode.base import DecodeContext
 from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
 from recon.decode.formats.debezium_json import DebeziumLane
+from recon.decode.formats.tencent_dts_pb import TencentLane
 from recon.decode.stream import RawRun, _StreamDriver, decode_raw
 from recon.decode.summary import shape_texts
 from recon.demo import sample
@@ -613,20 +614,29 @@ def _tencent_message(draw: st.DrawFn) -> bytes | None:
     records=st.lists(
         st.tuples(_tencent_message(), st.integers(0, 1), st.booleans(), st.integers(0, 2)),
         max_size=25,
-    )
+    ),
+    run=st.sampled_from([1, 3, 50]),
+    flush=st.sampled_from([2, 3, 20_000]),
 )
-@example(records=[(v, 0, False, 0) for v in _WHOLE[:4]])
-@example(records=[(_envelope(["begin", "dml", "commit"], 1, gtid=""), 0, False, 0)])
-@example(records=[(_envelope(["begin", "commit", "dml", "commit"], 1), 0, False, 0)])
+@example(records=[(v, 0, False, 0) for v in _WHOLE[:4]], run=50, flush=20_000)
+@example(records=[(v, 0, False, 0) for v in _WHOLE[:4] * 2], run=50, flush=3)  # the loop's
+@example(
+    records=[(_envelope(["begin", "dml", "commit"], 1, gtid=""), 0, False, 0)], run=50,
+    flush=20_000,
+)  # fmt: skip
+@example(
+    records=[(_envelope(["begin", "commit", "dml", "commit"], 1), 0, False, 0)], run=50,
+    flush=20_000,
+)  # fmt: skip
 @example(  # an Envelope's first segment holding whole Entries: the two are one group
     records=[(_envelope(["begin", "dml", "commit"], 1, total=2), 0, False, 0),
-             (_envelope(["dml"], 4, total=2, index=1), 0, False, 0)]
+             (_envelope(["dml"], 4, total=2, index=1), 0, False, 0)], run=50, flush=20_000,
 )  # fmt: skip
 def test_the_tencent_lane_decodes_what_the_decoder_decodes(
-    records: list[tuple[bytes | None, int, bool, int]],
+    records: list[tuple[bytes | None, int, bool, int]], run: int, flush: int
 ) -> None:
-    """Every output row, the lane on or off, in any stream: whole transactions, transactions
-    across messages and segments, DDL and control entries, entries numbered with gaps or
+    """Every output row, the lane on or off, its records fed one by one or as runs (`run`), in
+    any stream: whole transactions, transactions across messages and segments, DDL and control entries, entries numbered with gaps or
     backwards, rows of undeclared types or left-out columns, damage and carried records
     (`skip`: entries a carried record's first group had emitted)."""
     recs = [
@@ -635,7 +645,11 @@ def test_the_tencent_lane_decodes_what_the_decoder_decodes(
     ]
     recs.sort(key=lambda r: (r.partition, r.offset))
     fmt, ctx = "tencent_dts_pb", _TENCENT_CTX
-    assert _rows(recs, True, fmt, ctx) == _rows(recs, False, fmt, ctx)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stream, "_FLUSH_ROWS", flush)
+        alone = _rows(recs, False, fmt, ctx)
+        assert _rows(recs, True, fmt, ctx) == alone
+        assert _rows(recs, True, fmt, ctx, run=run) == alone
 
 
 def test_the_tencent_lane_takes_whole_transactions() -> None:
@@ -651,3 +665,41 @@ def test_the_tencent_lane_takes_whole_transactions() -> None:
     assert {r[10] for r in driver.lane_rows.rows} == {t.gtid for t in txns}  # the txn id
     stats = {stat: n for (_, _, stat), n in driver.sink.stats.items()}
     assert stats["transactions_committed"] == 2
+
+
+def test_the_tencent_record_loop_takes_a_runs_whole_transactions() -> None:
+    """Fed as a run (`RawRun`), messages of whole transactions go by the lane's record loop in
+    C: Python's `take` sees only those the lane does not take (checkpoints, segments: the
+    decoder's) and those with a change of a shape not counted yet; the rows, counters and the
+    decoder's state after the loop (its last seqId) are those of the records fed one by one."""
+    taken: list[int] = []
+
+    class Counting(TencentLane):
+        def take(self, rec: RawRecord) -> int | None:
+            taken.append(rec.offset)
+            return super().take(rec)
+
+    txns = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=16, seed=5)
+    whole = [v for _, _, _, v in sample.encode_tencent(txns, segment_bytes=10**6).records]
+    values = [*whole, *_SEGMENTS]
+    n = len(values)
+    cols = [["t"] * n, [0] * n, list(range(n)), [None] * n, values, [0] * n, [None] * n,
+            [None] * n, [None] * n]  # fmt: skip
+    driver = _StreamDriver("tencent_dts_pb", _TENCENT_CTX)
+    driver.lane_class = Counting
+    assert list(driver.feed_run(RawRun(cols))) == []
+    by_record = _StreamDriver("tencent_dts_pb", _TENCENT_CTX)
+    for offset, value in enumerate(values):
+        by_record.feed(RawRecord("t", 0, offset, None, value, 0))
+    assert driver.dec is not None and by_record.dec is not None
+    assert driver.dec.last_seq == by_record.dec.last_seq > 0
+    driver.finish()
+    by_record.finish()
+    rows = driver.lane_rows
+    firsts = {counted[0].offset for counted in rows.shapes.values()}
+    by_lane = {r[15] for r in rows.rows}
+    assert len(by_lane) >= 16 and set(taken) <= firsts | (set(range(n)) - by_lane)
+    assert len(set(taken) & by_lane) <= 3  # the rest by C: a shape per op
+    assert rows.rows == by_record.lane_rows.rows and rows.ops == by_record.lane_rows.ops
+    assert driver.sink.stats == by_record.sink.stats
+    assert driver.sink.events == by_record.sink.events

@@ -59,12 +59,13 @@ static inline int lane_image_ok(PyObject *image) {
            PyTuple_GET_SIZE(names) == PyList_GET_SIZE(values);
 }
 
-/* `Lane.emit` of (op, row: the `LANE_COLUMNS` tuple, before, after): 1 appended and counted;
- * 0 nothing appended (a shape not counted yet, or an answer of another form: Python's);
- * -1 error. The shape key is `Lane.emit`'s: (db, tbl, op, None, None, the shown image's names,
- * the ids of the row's types, key and defaults). */
-static inline int lane_emit(LaneSink *s, PyObject *op, PyObject *row, PyObject *before,
-                            PyObject *after) {
+/* The count of the shape of (op, row: the `LANE_COLUMNS` tuple, before, after) into
+ * `*counted` (borrowed: [an `Event` of the shape, how many]): 1 counted; 0 not (a shape not
+ * counted yet, or an answer of another form: Python's); -1 error. The shape key is
+ * `Lane.emit`'s: (db, tbl, op, None, None, the shown image's names, the ids of the row's
+ * types, key and defaults). */
+static inline int lane_counted(LaneSink *s, PyObject *op, PyObject *row, PyObject *before,
+                               PyObject *after, PyObject **counted) {
     if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 16) return 0;
     if (!lane_image_ok(before) || !lane_image_ok(after)) return 0;
     PyObject *shown = after != Py_None ? after : before;
@@ -78,12 +79,22 @@ static inline int lane_emit(LaneSink *s, PyObject *op, PyObject *row, PyObject *
                            Py_None, PyTuple_GET_ITEM(shown, 0), ids[0], ids[1], ids[2]);
     for (int i = 0; i < 3; i++) Py_XDECREF(ids[i]);
     if (!key) return -1;
-    PyObject *counted = PyDict_GetItemWithError(s->at[S_SHAPES], key); /* borrowed */
+    *counted = PyDict_GetItemWithError(s->at[S_SHAPES], key); /* borrowed */
     Py_DECREF(key);
-    if (!counted) return PyErr_Occurred() ? -1 : 0;
-    if (!PyList_CheckExact(counted) || PyList_GET_SIZE(counted) != 2) return 0;
+    if (!*counted) return PyErr_Occurred() ? -1 : 0;
+    return PyList_CheckExact(*counted) && PyList_GET_SIZE(*counted) == 2 &&
+           PyLong_CheckExact(PyList_GET_ITEM(*counted, 1));
+}
+
+/* The row appended (`Lane.emit`, its shape's count `counted`, from `lane_counted`, one
+ * more); -1 error. */
+static inline int lane_append(LaneSink *s, PyObject *counted, PyObject *op, PyObject *row,
+                              PyObject *before, PyObject *after) {
     Py_ssize_t had = PyLong_AsSsize_t(PyList_GET_ITEM(counted, 1));
-    if (had < 0) return PyErr_Occurred() ? -1 : 0;
+    if (had < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a shape counted below 0");
+        return -1;
+    }
     PyObject *n = PyLong_FromSsize_t(had + 1);
     if (!n) return -1;
     if (PyList_Append(s->at[S_OPS], op) < 0 || PyList_Append(s->at[S_ROWS], row) < 0 ||
@@ -93,6 +104,16 @@ static inline int lane_emit(LaneSink *s, PyObject *op, PyObject *row, PyObject *
         return -1;
     }
     PyList_SetItem(counted, 1, n); /* steals n */
-    return 1;
+    return 0;
+}
+
+/* `Lane.emit` of (op, row, before, after): 1 appended and counted; 0 nothing appended (a
+ * shape not counted yet, or an answer of another form: Python's); -1 error. */
+static inline int lane_emit(LaneSink *s, PyObject *op, PyObject *row, PyObject *before,
+                            PyObject *after) {
+    PyObject *counted;
+    int r = lane_counted(s, op, row, before, after, &counted);
+    if (r <= 0) return r;
+    return lane_append(s, counted, op, row, before, after) < 0 ? -1 : 1;
 }
 #endif

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_lane_rows.h"
 #include "_utf8.h"
 
 typedef struct {
@@ -535,23 +536,18 @@ static void fill_txn(PyObject *changes, PyObject *txn) {
     }
 }
 
-static PyObject *lane_read(PyObject *self, PyObject *args) {
-    Py_buffer value;
-    PyObject *last_obj;
-    Rec rec;
-    if (!PyArg_ParseTuple(args, "y*O!OOO!O!", &value, &PyLong_Type, &last_obj, &rec.spec_for,
-                          &rec.topic, &PyLong_Type, &rec.partition, &PyLong_Type, &rec.offset))
-        return NULL;
+/* `read`'s answer of a value's bytes `b` for `rec` (its place and `spec_for`; `tail` filled
+ * here): (the last seqId, changes), None (refused), or NULL (an error set) */
+static PyObject *read_value(Buf b, unsigned long long last_seq, Rec *rec) {
     PyObject *changes = NULL, *result = NULL, *begun = NULL, *committed = NULL;
-    unsigned long long last_seq = PyLong_AsUnsignedLongLong(last_obj);
-    long long part = PyLong_AsLongLong(rec.partition), off = PyLong_AsLongLong(rec.offset);
+    long long part = PyLong_AsLongLong(rec->partition), off = PyLong_AsLongLong(rec->offset);
     if (PyErr_Occurred() || part < 0 || part > 0xFFFFFFFFLL || off < 0) {
         PyErr_Clear();
         goto refuse;
     }
-    for (int i = 0; i < 4; i++) rec.tail[i] = (uint8_t)((uint64_t)part >> (24 - 8 * i));
-    for (int i = 0; i < 8; i++) rec.tail[4 + i] = (uint8_t)((uint64_t)off >> (56 - 8 * i));
-    Buf b = {value.buf, (const uint8_t *)value.buf + value.len}, data, ent, sub, f;
+    for (int i = 0; i < 4; i++) rec->tail[i] = (uint8_t)((uint64_t)part >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++) rec->tail[4 + i] = (uint8_t)((uint64_t)off >> (56 - 8 * i));
+    Buf data, ent, sub, f;
     uint64_t v;
     uint32_t num, n2;
     int wt, wt2;
@@ -588,7 +584,7 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
             committed = txn.p != txn.end ? text(txn) : str_or_none(h.gtid);
             if (!committed) goto fail;
         } else if (i > 0 && i < items - 1 && kind == K_DML) {
-            int rc = dml_changes(dml, &h, &rec, changes);
+            int rc = dml_changes(dml, &h, rec, changes);
             if (rc < 0) goto fail;
             if (rc > 0) goto refuse;
         } else {
@@ -608,12 +604,107 @@ out:
     Py_XDECREF(changes);
     Py_XDECREF(begun);
     Py_XDECREF(committed);
+    return result;
+}
+
+
+static PyObject *lane_read(PyObject *self, PyObject *args) {
+    Py_buffer value;
+    PyObject *last_obj;
+    Rec rec;
+    if (!PyArg_ParseTuple(args, "y*O!OOO!O!", &value, &PyLong_Type, &last_obj, &rec.spec_for,
+                          &rec.topic, &PyLong_Type, &rec.partition, &PyLong_Type, &rec.offset))
+        return NULL;
+    unsigned long long last_seq = PyLong_AsUnsignedLongLong(last_obj);
+    PyObject *result;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        result = Py_NewRef(Py_None);
+    } else {
+        Buf b = {value.buf, (const uint8_t *)value.buf + value.len};
+        result = read_value(b, last_seq, &rec);
+    }
     PyBuffer_Release(&value);
     return result;
 }
 
+enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_LAST_SEQ, R_SPEC_FOR, R_TOPIC, R_PART,
+       R_SINK, R_N };
+
+/* `TencentLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
+ * emitted, or a record the loop leaves to Python (an answer C's read does not give, a change
+ * of a shape not counted yet): (where it stopped, the last seqId then). */
+static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    LaneSink sink;
+    if (nargs != R_N) {
+        PyErr_SetString(PyExc_TypeError, "run takes 10 arguments");
+        return NULL;
+    }
+    PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS];
+    Py_ssize_t k = PyLong_AsSsize_t(args[R_START]), end = PyLong_AsSsize_t(args[R_END]);
+    Py_ssize_t budget = PyLong_AsSsize_t(args[R_BUDGET]), emitted = 0;
+    if (PyErr_Occurred()) return NULL;
+    unsigned long long last_seq = PyLong_AsUnsignedLongLong(args[R_LAST_SEQ]);
+    if (PyErr_Occurred()) { /* a seqId Python holds beyond 64 bits: Python's */
+        PyErr_Clear();
+        return Py_BuildValue("nO", k, args[R_LAST_SEQ]);
+    }
+    if (!PyList_CheckExact(values) || !PyList_CheckExact(offsets) || k < 0 ||
+        end > PyList_GET_SIZE(values) || end > PyList_GET_SIZE(offsets) ||
+        !PyLong_CheckExact(args[R_PART])) {
+        PyErr_SetString(PyExc_ValueError, "run: bad arguments");
+        return NULL;
+    }
+    if (lane_sink(args[R_SINK], &sink) < 0) return NULL;
+    Rec rec;
+    rec.spec_for = args[R_SPEC_FOR];
+    rec.topic = args[R_TOPIC];
+    rec.partition = args[R_PART];
+    for (; k < end && emitted < budget; k++) {
+        PyObject *value = PyList_GET_ITEM(values, k);
+        rec.offset = PyList_GET_ITEM(offsets, k);
+        if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(rec.offset)) break;
+        Buf b = {(const uint8_t *)PyBytes_AS_STRING(value),
+                 (const uint8_t *)PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
+        PyObject *got = read_value(b, last_seq, &rec);
+        if (!got || got == Py_None) { /* an error: Python's read meets it again */
+            PyErr_Clear();
+            Py_XDECREF(got);
+            break;
+        }
+        PyObject *changes = PyTuple_GET_ITEM(got, 1);
+        Py_ssize_t n = PyList_GET_SIZE(changes);
+        int all = 1, r = 0;
+        for (Py_ssize_t i = 0; all && i < n; i++) { /* every change's shape counted, or none */
+            PyObject *ch = PyList_GET_ITEM(changes, i), *counted;
+            r = lane_counted(&sink, PyTuple_GET_ITEM(ch, 0), PyTuple_GET_ITEM(ch, 1),
+                             PyTuple_GET_ITEM(ch, 2), PyTuple_GET_ITEM(ch, 3), &counted);
+            all = r > 0;
+        }
+        for (Py_ssize_t i = 0; all && i < n; i++) {
+            PyObject *ch = PyList_GET_ITEM(changes, i), *counted;
+            PyObject *op = PyTuple_GET_ITEM(ch, 0), *row = PyTuple_GET_ITEM(ch, 1);
+            PyObject *before = PyTuple_GET_ITEM(ch, 2), *after = PyTuple_GET_ITEM(ch, 3);
+            if (lane_counted(&sink, op, row, before, after, &counted) <= 0 ||
+                lane_append(&sink, counted, op, row, before, after) < 0) {
+                r = -1;
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a shape lost");
+                break;
+            }
+        }
+        if (all && r >= 0) last_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 0));
+        Py_DECREF(got);
+        if (r < 0) return NULL;
+        if (!all) break;
+        emitted += n;
+    }
+    return Py_BuildValue("nK", k, last_seq);
+}
+
 static PyMethodDef methods[] = {
     {"read", lane_read, METH_VARARGS, "TencentLane.read in C: (last seqId, changes) or None."},
+    {"run", (PyCFunction)(void (*)(void))lane_run, METH_FASTCALL,
+     "TencentLane.take of a run's records in C: (stop, last seqId)."},
     {NULL, NULL, 0, NULL},
 };
 

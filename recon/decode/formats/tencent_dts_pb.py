@@ -23,6 +23,7 @@ from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, 
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
 from recon.decode.lane import Image, Lane, LaneRows
 from recon.decode.stats import Stat
+from recon.decode.stream import record_at
 from recon.errors import DecodeError
 
 try:  # built by `make setup` (scripts/setup.sh); without it the lane reads in Python, slower
@@ -446,6 +447,7 @@ class TencentLane(Lane):
 
     def __init__(self, dec: StreamDecoder, rows: LaneRows) -> None:
         super().__init__(dec, rows)
+        self.sink = rows.sink()
         self.specs: dict[tuple[bytes, str, str], _NativeSpec | None] = {}
         """What the C read (`_tencent_lane.c`) needs of a DML entry's column list, per
         (its bytes, database, table): `native_spec`."""
@@ -465,6 +467,24 @@ class TencentLane(Lane):
             self.emit(*change)
         self.count(rec, Stat.TRANSACTIONS_COMMITTED)
         return 1
+
+    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
+        """`Lane.run` by C (`_tencent_lane.run`: `take` of each record whose `read` C answers,
+        its changes all of shapes counted before)."""
+        if _native is None or not self.idle():
+            return start, 0
+        dec = self.dec
+        topic, partition = cols[0][start], cols[1][start]
+        stop, last_seq = _native.run(
+            cols[4], cols[2], start, end, budget, dec.last_seq, self.native_spec, topic,
+            partition, self.sink,
+        )  # fmt: skip
+        if stop > start:  # the state `take` of the records leaves
+            dec.last_seq = last_seq
+            dec.txn.applied_whole([record_at(cols, stop - 1)])
+            self.counts[Stat.TRANSACTIONS_COMMITTED] += stop - start
+            self.stream = (topic, partition)
+        return stop, stop - start
 
     def read(self, rec: RawRecord) -> tuple[int, list[tuple[Any, ...]]] | None:
         """(the last seqId, the row changes (op, row, before, after)) of a record the lane
