@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from recon.core.model import RAW_SCHEMA, RawRecord
-from recon.decode.stream import records_of
+from recon.decode.stream import RawRun, records_of, runs_of
 from recon.faults import fail_once
 from recon.layout import has_parquet
 
@@ -219,7 +219,10 @@ def count_copy_files(
             }  # fmt: skip
 
 
-def copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
+def copy_records(path: str, skip: SkipList, runs: bool = False) -> Iterator[RawRecord | RawRun]:
+    """A staging copy file's records, in its order, less unreadable lines, later copies of a
+    record and those in `skip`; `runs`: a `RawRun` per partition of each batch where it can
+    (`recon.decode.stream.runs_of`), for `recon.decode.stream.decode_raw`."""
     names = [f.name for f in RAW_SCHEMA]
     offsets = pa.array(sorted({o for s in skip.values() for o, _ in s}), pa.int64())
     cols = [*names, BAD_FILE, CONTENT_HASH]
@@ -239,6 +242,5 @@ def copy_records(path: str, skip: SkipList) -> Iterator[RawRecord]:
             keep = pc.and_(keep, kept_rows(batch, skip, offsets, hashes_at))
         # most batches keep every row: filtering copied each of their values
         records = batch if keep.false_count == 0 and keep.null_count == 0 else batch.filter(keep)
-        yield from records_of(
-            pa.RecordBatch.from_arrays(records.columns[: len(names)], schema=RAW_SCHEMA)
-        )
+        raw = pa.RecordBatch.from_arrays(records.columns[: len(names)], schema=RAW_SCHEMA)
+        yield from runs_of(raw) if runs else records_of(raw)

@@ -79,7 +79,7 @@ def decode_task_inputs(
             continue
         own: Iterator[RawRecord | RawRun]
         if isinstance(item, str):
-            own = copy_records(item, skip)
+            own = copy_records(item, skip, runs=True)
         else:
             # runs of records, for the lanes' record loops (`RawRun`)
             own = dump_records(item, skip, hashes_out, value_bytes, runs=True)

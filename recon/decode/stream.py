@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from recon.core.model import EVENT_FIELDS, OUTPUT_SCHEMA, RAW_SCHEMA, Event, RawRecord
 from recon.decode.base import DecodeContext, Sink, StreamDecoder
@@ -446,6 +447,26 @@ class RawRun:
 
     def records(self) -> Iterator[RawRecord]:
         return records_from([c[self.start : self.end] for c in self.cols])
+
+
+def runs_of(batch: pa.RecordBatch) -> Iterator[RawRun] | Iterator[RawRecord]:
+    """A raw-record batch (`RAW_SCHEMA`, sorted by topic, partition and offset) as a `RawRun`
+    per partition it holds; its records one by one when any is carried in or has entries to
+    skip (`records_of`)."""
+    if batch.column("carried").true_count or pc.max(batch.column("skip")).as_py():
+        return records_of(batch)
+    return _runs_of(raw_columns(batch))
+
+
+def _runs_of(cols: list[list[Any]]) -> Iterator[RawRun]:
+    topics, partitions = cols[0], cols[1]
+    start = 0
+    for i in range(1, len(topics)):
+        if partitions[i] != partitions[i - 1] or topics[i] != topics[i - 1]:
+            yield RawRun(cols, start, i)
+            start = i
+    if start < len(topics):
+        yield RawRun(cols, start, len(topics))
 
 
 def flat_records(items: Iterable[RawRecord | RawRun]) -> Iterator[RawRecord]:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from recon.core.model import RAW_SCHEMA
 from recon.decode import copy_input
 from recon.decode.copy_input import BAD_FILE, CONTENT_HASH, copy_records, count_copy_files
+from recon.decode.stream import RawRun, flat_records
 
 _ROWS = st.lists(
     st.tuples(
@@ -60,6 +61,14 @@ def test_copy_counters_and_records_kept_equal_the_whole_file_counted(
         hashes = path.parent / "hashes"
         counted = list(count_copy_files(iter([str(path)]), "_value_bytes", str(hashes)))
         kept = [(r.topic, r.partition, r.offset, r.ts_ms) for r in copy_records(str(path), {})]
+        runs = list(copy_records(str(path), {}, runs=True))  # as the decode tasks read it
+    # a run per partition of each batch, of the records one by one
+    assert all(type(r) is RawRun for r in runs)
+    assert [tuple(rec.topic for rec in r.records()) for r in runs] == [
+        (r.cols[0][r.start],) * (r.end - r.start)
+        for r in runs  # type: ignore[union-attr]
+    ]
+    assert [(r.topic, r.partition, r.offset, r.ts_ms) for r in flat_records(runs)] == kept
     expected: dict[tuple[Any, ...], dict[str, Any]] = {}
     for t, p in sorted({r[:2] for r in rows}):
         mine = [r for r in rows if r[:2] == (t, p)]

@@ -10,13 +10,14 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from recon._proto import tencent_subscribe_pb2 as pb
 from recon.config import TableConfig
-from recon.core.model import RawRecord
+from recon.core.model import RAW_SCHEMA, RawRecord
 from recon.decode import stream
 from recon.decode.base import DecodeContext
 from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
@@ -317,6 +318,24 @@ def test_the_lanes_record_loop_takes_a_runs_common_records() -> None:
     assert stats["records_in"] == stats["records_consumed"] == 17
     shapes = {key[2]: counted[1] for key, counted in driver.lane_rows.shapes.items()}
     assert shapes == {"insert": 4, "update": 4, "delete": 2}
+
+
+def test_a_batch_is_a_run_per_partition_unless_a_record_is_carried_or_skips() -> None:
+    """`runs_of`: a sorted raw batch as a `RawRun` per (topic, partition); one by one when a
+    record in it was carried in, or has entries to skip (the lanes take none such)."""
+    recs = [RawRecord(t, p, o, None, b"v", 0) for t, p, o in
+            [("a", 0, 1), ("a", 0, 2), ("a", 1, 1), ("b", 1, 1), ("b", 1, 5)]]  # fmt: skip
+
+    def batch(recs: list[RawRecord]) -> pa.RecordBatch:
+        rows = [{n: getattr(r, n) for n in stream._RAW_NAMES} for r in recs]
+        return pa.RecordBatch.from_pylist(rows, schema=RAW_SCHEMA)
+
+    runs = list(stream.runs_of(batch(recs)))
+    assert [(r.start, r.end) for r in runs] == [(0, 2), (2, 3), (3, 5)]  # type: ignore[union-attr]
+    assert list(stream.flat_records(runs)) == recs
+    for odd in ({"carried": True}, {"skip": 2}):
+        changed = [recs[0], RawRecord("a", 0, 2, None, b"v", 0, **odd), *recs[2:]]  # type: ignore[arg-type]
+        assert list(stream.runs_of(batch(changed))) == changed
 
 
 # -- Debezium ----------------------------------------------------------------------------------
