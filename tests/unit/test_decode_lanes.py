@@ -23,6 +23,7 @@ from recon.decode.base import DecodeContext
 from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
 from recon.decode.formats.debezium_json import DebeziumLane
 from recon.decode.formats.tencent_dts_pb import TencentLane
+from recon.decode.lane import LaneRows
 from recon.decode.stream import RawRun, _StreamDriver, decode_raw
 from recon.decode.summary import shape_texts
 from recon.demo import sample
@@ -336,6 +337,26 @@ def test_a_batch_is_a_run_per_partition_unless_a_record_is_carried_or_skips() ->
     for odd in ({"carried": True}, {"skip": 2}):
         changed = [recs[0], RawRecord("a", 0, 2, None, b"v", 0, **odd), *recs[2:]]  # type: ignore[arg-type]
         assert list(stream.runs_of(batch(changed))) == changed
+
+
+def test_the_record_loops_refuse_arguments_out_of_their_run() -> None:
+    """A lane's C record loop called wrongly raises (a bug in its caller), never reads past
+    its columns."""
+    from recon.decode.formats import _dataworks_lane, _debezium_lane, _tencent_lane
+
+    sink = LaneRows().sink()
+    cols: list[Any] = [[b"{}"], [0]]
+    with pytest.raises(TypeError, match="run takes 10 arguments"):
+        _dataworks_lane.run(*cols)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="not lists to the end"):
+        _dataworks_lane.run(*cols, 0, 2, 9, [], "t", 0, sink, ("i", "d", "u"))
+    with pytest.raises(ValueError, match="not lists to the end"):
+        _tencent_lane.run(*cols, -1, 1, 9, 0, None, "t", 0, sink)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not lists to the end"):
+        _debezium_lane.run(cols[0], (None,), cols[1], 0, 1, 9, [], {}, None, "t", 0, sink)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="LaneRows.sink"):
+        _debezium_lane.run(cols[0], [None], cols[1], 0, 1, 9, [], {}, None, "t", 0, ())  # type: ignore[arg-type]
+    assert _dataworks_lane.run(*cols, 0, 1, 9, [], "t", 0, sink, ("i", "d", "u")) == (0, 0, 0)
 
 
 # -- Debezium ----------------------------------------------------------------------------------

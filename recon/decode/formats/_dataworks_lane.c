@@ -313,27 +313,16 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* `DataworksLane.read` of the run's record `k` (its value `values[k]`, its place): the
- * opening's spec from `recent` ((opening, spec or None) as `known_opening` and `table_of`
- * give them, the first opening the value starts with); NULL (no error) where Python reads it */
+/* `DataworksLane.read` of the run's record `k` (its value `values[k]`, its place), by its
+ * opening's spec (`known_spec`); NULL (no error) where Python reads it */
 static PyObject *read_record(PyObject *values, PyObject *offsets, Py_ssize_t k,
                              PyObject *recent, PyObject *topic, PyObject *part) {
     PyObject *value = PyList_GET_ITEM(values, k), *offset = PyList_GET_ITEM(offsets, k);
-    if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(offset)) return NULL;
-    const char *p = PyBytes_AS_STRING(value);
-    Py_ssize_t len = PyBytes_GET_SIZE(value);
-    if (len == 0) return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recent); i++) {
-        PyObject *known = PyList_GET_ITEM(recent, i);
-        if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 2) return NULL;
-        PyObject *opening = PyTuple_GET_ITEM(known, 0), *spec = PyTuple_GET_ITEM(known, 1);
-        if (!PyBytes_CheckExact(opening)) return NULL;
-        Py_ssize_t n = PyBytes_GET_SIZE(opening);
-        if (n > len || memcmp(p, PyBytes_AS_STRING(opening), (size_t)n) != 0) continue;
-        if (!PyTuple_CheckExact(spec)) return NULL; /* no spec: a keyless table's, Python's */
-        return read_bytes((const uint8_t *)p, len, n, spec, topic, part, offset);
-    }
-    return NULL;
+    Py_ssize_t start;
+    PyObject *spec = known_spec(value, recent, &start);
+    if (!spec || !PyLong_CheckExact(offset)) return NULL; /* no spec: a keyless table's too */
+    return read_bytes((const uint8_t *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), start,
+                      spec, topic, part, offset);
 }
 
 /* the op of a read answer as the lane emits it (`_KIND`, in `kinds`' order) */
@@ -350,23 +339,17 @@ enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_TOPIC, R_PART,
  * UPDATE_AFTER alone, a shape not counted yet. (where it stopped, records consumed, update
  * pairs joined). */
 static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const int lists[] = {R_VALUES, R_OFFSETS, -1};
     LaneSink sink;
-    if (nargs != R_N) {
-        PyErr_SetString(PyExc_TypeError, "run takes 10 arguments");
+    Py_ssize_t k, end, budget;
+    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
         return NULL;
-    }
     PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS], *recent = args[R_RECENT];
     PyObject *topic = args[R_TOPIC], *part = args[R_PART], *kinds = args[R_KINDS];
-    Py_ssize_t k = PyLong_AsSsize_t(args[R_START]), end = PyLong_AsSsize_t(args[R_END]);
-    Py_ssize_t budget = PyLong_AsSsize_t(args[R_BUDGET]);
-    if (PyErr_Occurred()) return NULL;
-    if (!PyList_CheckExact(values) || !PyList_CheckExact(offsets) || !PyList_CheckExact(recent) ||
-        !PyTuple_CheckExact(kinds) || PyTuple_GET_SIZE(kinds) != 3 || k < 0 ||
-        end > PyList_GET_SIZE(values) || end > PyList_GET_SIZE(offsets)) {
-        PyErr_SetString(PyExc_ValueError, "run: bad arguments");
+    if (!PyTuple_CheckExact(kinds) || PyTuple_GET_SIZE(kinds) != 3) {
+        PyErr_SetString(PyExc_ValueError, "run: kinds are _RUN_KINDS");
         return NULL;
     }
-    if (lane_sink(args[R_SINK], &sink) < 0) return NULL;
     Py_ssize_t consumed = 0, pairs = 0, emitted = 0;
     while (k < end && emitted < budget) {
         PyObject *got = read_record(values, offsets, k, recent, topic, part), *next = NULL;

@@ -579,52 +579,33 @@ static PyObject *lane_read(PyObject *self, PyObject *const *args, Py_ssize_t nar
 enum { R_VALUES, R_KEYS, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_PKS, R_SHARED_KEY,
        R_TOPIC, R_PART, R_SINK, R_N };
 
-/* `DebeziumLane.read` of the run's record `k`: its value's opening's spec from `recent`
- * ((opening, spec or None) as `known_opening` and `table_of` give them, the first opening the
- * value starts with), `read`'s arguments of the record into `a`; NULL (no error) where Python
- * reads it */
+/* `DebeziumLane.read` of the run's record `k`, by its opening's spec (`known_spec`),
+ * `read`'s arguments of the record into `a`; NULL (no error) where Python reads it */
 static PyObject *read_record(PyObject *const *args, Py_ssize_t k, PyObject **a) {
-    PyObject *value = PyList_GET_ITEM(args[R_VALUES], k), *recent = args[R_RECENT];
+    PyObject *value = PyList_GET_ITEM(args[R_VALUES], k);
+    Py_ssize_t start;
     a[A_OFFSET] = PyList_GET_ITEM(args[R_OFFSETS], k);
     a[A_KEY] = PyList_GET_ITEM(args[R_KEYS], k);
-    if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(a[A_OFFSET])) return NULL;
-    const char *p = PyBytes_AS_STRING(value);
-    Py_ssize_t len = PyBytes_GET_SIZE(value);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recent); i++) {
-        PyObject *known = PyList_GET_ITEM(recent, i);
-        if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 2) return NULL;
-        PyObject *opening = PyTuple_GET_ITEM(known, 0);
-        if (!PyBytes_CheckExact(opening)) return NULL;
-        Py_ssize_t n = PyBytes_GET_SIZE(opening);
-        if (n > len || memcmp(p, PyBytes_AS_STRING(opening), (size_t)n) != 0) continue;
-        a[A_SPEC] = PyTuple_GET_ITEM(known, 1);
-        if (!PyTuple_CheckExact(a[A_SPEC])) return NULL; /* no spec: Python's */
-        return read_bytes((const uint8_t *)p, len, n, a);
-    }
-    return NULL;
+    a[A_SPEC] = known_spec(value, args[R_RECENT], &start);
+    if (!a[A_SPEC] || !PyLong_CheckExact(a[A_OFFSET])) return NULL;
+    return read_bytes((const uint8_t *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), start,
+                      a);
 }
 
 /* `DebeziumLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
  * emitted, or a record the loop leaves to Python (an answer C's read does not give, a shape
  * not counted yet): (where it stopped, records consumed). */
 static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const int lists[] = {R_VALUES, R_KEYS, R_OFFSETS, -1};
     LaneSink sink;
-    if (nargs != R_N) {
-        PyErr_SetString(PyExc_TypeError, "run takes 12 arguments");
+    Py_ssize_t k, end, budget;
+    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
+        return NULL;
+    Py_ssize_t start = k;
+    if (!PyLong_CheckExact(args[R_PART])) {
+        PyErr_SetString(PyExc_TypeError, "run: the partition an int");
         return NULL;
     }
-    Py_ssize_t k = PyLong_AsSsize_t(args[R_START]), end = PyLong_AsSsize_t(args[R_END]);
-    Py_ssize_t budget = PyLong_AsSsize_t(args[R_BUDGET]), start = k;
-    if (PyErr_Occurred()) return NULL;
-    PyObject *values = args[R_VALUES], *keys = args[R_KEYS], *offsets = args[R_OFFSETS];
-    if (!PyList_CheckExact(values) || !PyList_CheckExact(keys) || !PyList_CheckExact(offsets) ||
-        !PyList_CheckExact(args[R_RECENT]) || !PyLong_CheckExact(args[R_PART]) || k < 0 ||
-        end > PyList_GET_SIZE(values) || end > PyList_GET_SIZE(keys) ||
-        end > PyList_GET_SIZE(offsets)) {
-        PyErr_SetString(PyExc_ValueError, "run: bad arguments");
-        return NULL;
-    }
-    if (lane_sink(args[R_SINK], &sink) < 0) return NULL;
     PyObject *a[A_N] = {NULL};
     a[A_PKS] = args[R_PKS];
     a[A_SHARED_KEY] = args[R_SHARED_KEY];

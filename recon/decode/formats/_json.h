@@ -426,6 +426,27 @@ static inline int at_end(Cur *c) {
     return c->p == c->end;
 }
 
+/* The spec of the message `value` (bytes) by its opening (`recent`: a list of (opening,
+ * spec or None) as the lane gives it from `SharedMemberJson.recent`: the first opening the
+ * message starts with, as `known_opening` finds it), `*start` where the members after it
+ * begin; NULL (no error) without one, or when its spec is None: the message is Python's. */
+static inline PyObject *known_spec(PyObject *value, PyObject *recent, Py_ssize_t *start) {
+    if (!PyBytes_CheckExact(value) || !PyList_CheckExact(recent)) return NULL;
+    const char *p = PyBytes_AS_STRING(value);
+    Py_ssize_t len = PyBytes_GET_SIZE(value);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recent); i++) {
+        PyObject *known = PyList_GET_ITEM(recent, i);
+        if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 2) return NULL;
+        PyObject *opening = PyTuple_GET_ITEM(known, 0), *spec = PyTuple_GET_ITEM(known, 1);
+        if (!PyBytes_CheckExact(opening)) return NULL;
+        Py_ssize_t n = PyBytes_GET_SIZE(opening);
+        if (n > len || memcmp(p, PyBytes_AS_STRING(opening), (size_t)n) != 0) continue;
+        *start = n;
+        return PyTuple_CheckExact(spec) ? spec : NULL;
+    }
+    return NULL;
+}
+
 /* A lane read's return: `out`, or None where it refused (an error, if one was set, cleared:
  * the Python read meets it again); the `n` objects it read (`got`) and its buffer released. */
 static inline PyObject *answer(PyObject *out, PyObject **got, int n, Py_buffer *buf) {

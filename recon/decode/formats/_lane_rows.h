@@ -30,6 +30,31 @@ bad:
     return -1;
 }
 
+/* A record loop's arguments (`args`, `nargs` of them, `want` expected): the run's start, end
+ * and budget (at `at`, `at + 1` and `at + 2`) into `*k`, `*end` and `*budget`, each of the
+ * run's columns (the lists at the indexes `lists`, ended by -1) long enough for the end, and
+ * the sink (at `sink_at`) into `*sink`; -1 (an error set) otherwise. */
+static inline int lane_run_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                                int at, const int *lists, int sink_at, Py_ssize_t *k,
+                                Py_ssize_t *end, Py_ssize_t *budget, LaneSink *sink) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "run takes %zd arguments", want);
+        return -1;
+    }
+    *k = PyLong_AsSsize_t(args[at]);
+    *end = PyLong_AsSsize_t(args[at + 1]);
+    *budget = PyLong_AsSsize_t(args[at + 2]);
+    if (PyErr_Occurred()) return -1;
+    int bad = *k < 0;
+    for (const int *i = lists; *i >= 0; i++)
+        bad = bad || !PyList_CheckExact(args[*i]) || *end > PyList_GET_SIZE(args[*i]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "run: a start below 0, or columns not lists to the end");
+        return -1;
+    }
+    return lane_sink(args[sink_at], sink);
+}
+
 /* `LaneImage.add`: an image (names, values) or None; -1 error */
 static inline int lane_image_add(PyObject *names, PyObject *values, PyObject *lengths,
                                  PyObject *image) {

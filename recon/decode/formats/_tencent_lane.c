@@ -635,27 +635,21 @@ enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_LAST_SEQ, R_SPEC_FOR, R_
  * emitted, or a record the loop leaves to Python (an answer C's read does not give, a change
  * of a shape not counted yet): (where it stopped, the last seqId then). */
 static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const int lists[] = {R_VALUES, R_OFFSETS, -1};
     LaneSink sink;
-    if (nargs != R_N) {
-        PyErr_SetString(PyExc_TypeError, "run takes 10 arguments");
+    Py_ssize_t k, end, budget, emitted = 0;
+    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
+        return NULL;
+    PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS];
+    if (!PyLong_CheckExact(args[R_PART])) {
+        PyErr_SetString(PyExc_TypeError, "run: the partition an int");
         return NULL;
     }
-    PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS];
-    Py_ssize_t k = PyLong_AsSsize_t(args[R_START]), end = PyLong_AsSsize_t(args[R_END]);
-    Py_ssize_t budget = PyLong_AsSsize_t(args[R_BUDGET]), emitted = 0;
-    if (PyErr_Occurred()) return NULL;
     unsigned long long last_seq = PyLong_AsUnsignedLongLong(args[R_LAST_SEQ]);
     if (PyErr_Occurred()) { /* a seqId Python holds beyond 64 bits: Python's */
         PyErr_Clear();
         return Py_BuildValue("nO", k, args[R_LAST_SEQ]);
     }
-    if (!PyList_CheckExact(values) || !PyList_CheckExact(offsets) || k < 0 ||
-        end > PyList_GET_SIZE(values) || end > PyList_GET_SIZE(offsets) ||
-        !PyLong_CheckExact(args[R_PART])) {
-        PyErr_SetString(PyExc_ValueError, "run: bad arguments");
-        return NULL;
-    }
-    if (lane_sink(args[R_SINK], &sink) < 0) return NULL;
     Rec rec;
     rec.spec_for = args[R_SPEC_FOR];
     rec.topic = args[R_TOPIC];
