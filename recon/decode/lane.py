@@ -179,6 +179,22 @@ class Lane:
         self.counts.clear()
 
 
+def opening_specs(recent: list[tuple[bytes, Any]], spec_of: Any) -> list[tuple[bytes, Any]]:
+    """(opening, spec or None) of each schema opening a lane's parse knows (`recent`: (opening,
+    the schema's object), `recon.decode.base.SharedMemberJson.recent`), for the JSON lanes'
+    record loops. A schema the lane cannot read (`spec_of` raises: a producer's schema of
+    another form) has None: its messages go to `take`, whose `attempt` meets the error again
+    and leaves them to the decoder, as record by record."""
+    out = []
+    for opening, obj in recent:
+        try:
+            spec = spec_of(obj)
+        except Exception:  # noqa: BLE001 - refused: the decoder says what is wrong with it
+            spec = None
+        out.append((opening, spec))
+    return out
+
+
 def event_of(op: Op, row: tuple[Any, ...], before: Any, after: Any) -> Event:
     """The `Event` of a lane's row (e.g. to show its shape)."""
     return Event(op=op, before=before, after=after, **dict(zip(LANE_COLUMNS, row, strict=True)))

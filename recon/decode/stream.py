@@ -517,9 +517,10 @@ def decode_raw(
     lanes: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Decode raw records (or runs of them: `RawRun`) sorted by (topic, partition, offset):
-    output batches of `OUTPUT_SCHEMA` (events, quarantine, carry, then the counters); `shapes`: with the shapes
-    of each batch's events (`_shape_batch`), for the decode task's summary; `lanes`: with the
-    decoders' fast lanes (`recon.decode.lane`; without, for tests: the same output)."""
+    output batches of `OUTPUT_SCHEMA` (events, quarantine, carry, then the counters);
+    `shapes`: with the shapes of each batch's events (`_shape_batch`), for the decode task's
+    summary; `lanes`: with the decoders' fast lanes (`recon.decode.lane`; without, for tests:
+    the same output)."""
     driver = _StreamDriver(fmt, ctx, shapes, lanes)
     sink, lane_rows = driver.sink, driver.lane_rows
     with _fewer_collections():

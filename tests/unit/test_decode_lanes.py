@@ -47,6 +47,8 @@ _SCHEMAS = {
         "source": {"dbName": "s", "tableName": "t"},
     },
     "nokey": {"dataColumn": _COLUMNS, "source": {"dbName": "s", "tableName": "k"}},
+    # a producer's schema of another form: the lane cannot read it, the decoder quarantines
+    "bad": {"dataColumn": 5, "primaryKey": ["id"]},
     "dotted": {"dataColumn": _COLUMNS, "primaryKey": ["id"], "source": {"dbName": "s.t"}},
 }
 _VALUES = st.one_of(
@@ -196,6 +198,7 @@ _PAIR_OWN_BEFORE = [  # an UPDATE_AFTER with a before image of its own (which th
     _PAIR[0],
     _text(_message("UPDATE_AFTER", "9", "t", {"id": 1, "v": "z"}, {"id": 1, "v": "b"}, 1)),
 ]
+_BAD = [_text(_message("INSERT", "7", "bad", None, {"id": 1}, 1))]
 _INSERTS = [
     _text(_message("INSERT", str(seq), "t", None, {"id": seq, "v": "a"}, 1)) for seq in (7, 8)
 ]
@@ -222,6 +225,7 @@ _ALONE = [
 @example(stream_=[(_PAIR_T2 + [_PAIR[0], _AFTERS[1]], 0, False)], flush=20_000, run=50)
 @example(stream_=[(_PAIR + _PAIR_OWN_BEFORE, 0, False)], flush=20_000, run=50)
 @example(stream_=[(_PAIR + _ALONE[:1], 0, False)], flush=20_000, run=50)
+@example(stream_=[(_BAD * 2 + _INSERTS * 2, 0, False)], flush=20_000, run=50)  # a bad schema
 # a batch filled by a stream's end (its held BEFOR applied alone): drained after the next record
 @example(stream_=[([_PAIR[0], _ALONE[1]], 0, False), (_ALONE[1:], 1, False)], flush=2, run=1)
 def test_the_lane_decodes_what_the_decoder_decodes(
@@ -357,6 +361,12 @@ def test_the_record_loops_refuse_arguments_out_of_their_run() -> None:
     with pytest.raises(TypeError, match="LaneRows.sink"):
         _debezium_lane.run(cols[0], [None], cols[1], 0, 1, 9, [], {}, None, "t", 0, ())  # type: ignore[arg-type]
     assert _dataworks_lane.run(*cols, 0, 1, 9, [], "t", 0, sink, ("i", "d", "u")) == (0, 0, 0)
+    # a partition that is not an int: none taken (the records go one by one, as before)
+    assert _debezium_lane.run(cols[0], [None], cols[1], 0, 1, 9, [], {}, None, "t", None, sink) == (
+        0,
+        0,
+    )  # type: ignore[arg-type]
+    assert _tencent_lane.run(*cols, 0, 1, 9, 3, None, "t", None, sink) == (0, 3)  # type: ignore[arg-type]
 
 
 # -- Debezium ----------------------------------------------------------------------------------
@@ -475,8 +485,12 @@ def _dbz_message(draw: st.DrawFn) -> bytes:
 
 
 _DBZ_MESSAGE = _dbz_message()
+_DBZ_BAD = [  # schemas of another form: the lane cannot read them, the decoder quarantines
+    b'{"schema":{"fields":5},"payload":{"op":"c"}}',
+    b'{"schema":{"fields":[{"field":"after","fields":7}]},"payload":{"op":"c"}}',
+]
 _DBZ_RECORD = st.tuples(
-    _DBZ_MESSAGE | st.sampled_from([None, b"", b"null", b" null ", b"{", b"[]"]),
+    _DBZ_MESSAGE | st.sampled_from([None, b"", b"null", b" null ", b"{", b"[]", *_DBZ_BAD]),
     st.sampled_from([None, b'{"id": 1}', b'{"schema": {}, "payload": {"id": 1}}', b"{"]),
 )
 
@@ -501,6 +515,7 @@ _ROW = {"id": 1, "v": "a"}
          flush=20_000)  # fmt: skip
 # the record loop's, a batch filled in it
 @example(records=_one(_dbz(0, "c", _SOURCE, None, _ROW)) * 5, run=50, flush=2)
+@example(records=[((v, None), 0, False) for v in _DBZ_BAD * 2], run=50, flush=20_000)
 def test_the_debezium_lane_decodes_what_the_decoder_decodes(
     records: list[tuple[tuple[bytes | None, bytes | None], int, bool]], run: int, flush: int
 ) -> None:

@@ -602,10 +602,7 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
         return NULL;
     Py_ssize_t start = k;
-    if (!PyLong_CheckExact(args[R_PART])) {
-        PyErr_SetString(PyExc_TypeError, "run: the partition an int");
-        return NULL;
-    }
+    if (!PyLong_CheckExact(args[R_PART])) return Py_BuildValue("nn", k, 0); /* Python's */
     PyObject *a[A_N] = {NULL};
     a[A_PKS] = args[R_PKS];
     a[A_SHARED_KEY] = args[R_SHARED_KEY];

@@ -641,10 +641,7 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
         return NULL;
     PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS];
-    if (!PyLong_CheckExact(args[R_PART])) {
-        PyErr_SetString(PyExc_TypeError, "run: the partition an int");
-        return NULL;
-    }
+    if (!PyLong_CheckExact(args[R_PART])) return Py_BuildValue("nO", k, args[R_LAST_SEQ]);
     unsigned long long last_seq = PyLong_AsUnsignedLongLong(args[R_LAST_SEQ]);
     if (PyErr_Occurred()) { /* a seqId Python holds beyond 64 bits: Python's */
         PyErr_Clear();

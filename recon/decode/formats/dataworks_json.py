@@ -26,7 +26,7 @@ from recon.decode.base import (
     Sink,
     text_list,
 )
-from recon.decode.lane import Image, Lane, LaneRows
+from recon.decode.lane import Image, Lane, LaneRows, opening_specs
 from recon.decode.stats import Stat, non_dml
 from recon.errors import DecodeError
 
@@ -389,9 +389,7 @@ class DataworksLane(Lane):
         answers, an UPDATE_BEFOR with the UPDATE_AFTER right after it)."""
         if _native is None or self.held is not None or not self.idle():
             return start, 0
-        recent = [
-            (opening, _LANE_TABLE(obj or _NO_SCHEMA).native) for opening, obj in _PARSE.recent
-        ]
+        recent = opening_specs(_PARSE.recent, _native_spec_of)
         topic, partition = cols[0][start], cols[1][start]
         stop, consumed, pairs = _native.run(
             cols[4], cols[2], start, end, budget, recent, topic, partition, self.sink, _RUN_KINDS
@@ -520,6 +518,11 @@ class _LaneTable:
 
 
 _LANE_TABLE = PerObject(_LaneTable)
+
+
+def _native_spec_of(schema: Any) -> tuple[Any, ...] | None:
+    """The C read's spec of the messages of `schema` (`DataworksLane.read`'s)."""
+    return _LANE_TABLE(schema or _NO_SCHEMA).native
 
 
 def _native_spec(types: dict[str, str]) -> tuple[Any, ...] | None:

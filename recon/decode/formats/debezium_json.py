@@ -33,7 +33,7 @@ from recon.core.values import (
 )
 from recon.decode.base import JsonStreamDecoder, PerObject, SharedMemberJson, text_or_none
 from recon.decode.lane import Image as LaneImage
-from recon.decode.lane import Lane, LaneRows
+from recon.decode.lane import Lane, LaneRows, opening_specs
 from recon.decode.stats import Stat
 from recon.errors import DecodeError
 
@@ -555,10 +555,7 @@ class DebeziumLane(Lane):
         answers)."""
         if _native is None:
             return start, 0
-        recent = [
-            (opening, _LANE_SCHEMA(obj).native if type(obj) is dict else None)
-            for opening, obj in _PARSE.recent
-        ]
+        recent = opening_specs(_PARSE.recent, _native_spec_of)
         return _native.run(
             cols[4], cols[3], cols[2], start, end, budget, recent, self.primary_keys,
             _shared_key, cols[0][start], cols[1][start], self.sink,
@@ -720,3 +717,8 @@ def _native_kind(f: dict[str, Any], plain: bool) -> tuple[int, int]:
 
 
 _LANE_SCHEMA = PerObject(_LaneSchema)
+
+
+def _native_spec_of(schema: Any) -> tuple[Any, ...] | None:
+    """The C read's spec of the messages of `schema` (`DebeziumLane.read`'s)."""
+    return _LANE_SCHEMA(schema).native if type(schema) is dict else None
