@@ -145,8 +145,12 @@ class Lane:
 
     def count(self, rec: RawRecord, stat: str) -> None:
         """One more of `stat` (a `recon.decode.stats.Stat`) in `rec`'s stream."""
-        self.counts[stat] += 1
-        self.stream = (rec.topic, rec.partition)
+        self.count_in((rec.topic, rec.partition), stat)
+
+    def count_in(self, stream: tuple[str, int], stat: str, n: int = 1) -> None:
+        """`n` more of `stat` in the stream (topic, partition): a record loop's counts."""
+        self.counts[stat] += n
+        self.stream = stream
 
     def emit(self, op: Op, row: tuple[Any, ...], before: Image | None, after: Image | None) -> None:
         """A row change: its op, its row (`LANE_COLUMNS`), its images; counted by its shape

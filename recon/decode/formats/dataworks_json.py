@@ -395,8 +395,7 @@ class DataworksLane(Lane):
             cols[4], cols[2], start, end, budget, recent, topic, partition, self.sink, _RUN_KINDS
         )
         if pairs:
-            self.counts[Stat.UPDATE_PAIRS_JOINED] += pairs
-            self.stream = (topic, partition)
+            self.count_in((topic, partition), Stat.UPDATE_PAIRS_JOINED, pairs)
         return stop, consumed
 
     def read(self, rec: RawRecord) -> _Read | None:

@@ -482,8 +482,7 @@ class TencentLane(Lane):
         if stop > start:  # the state `take` of the records leaves
             dec.last_seq = last_seq
             dec.txn.applied_whole([record_at(cols, stop - 1)])
-            self.counts[Stat.TRANSACTIONS_COMMITTED] += stop - start
-            self.stream = (topic, partition)
+            self.count_in((topic, partition), Stat.TRANSACTIONS_COMMITTED, stop - start)
         return stop, stop - start
 
     def read(self, rec: RawRecord) -> tuple[int, list[tuple[Any, ...]]] | None:
