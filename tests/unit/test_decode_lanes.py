@@ -615,9 +615,19 @@ _TENCENT_CTX = DecodeContext(
 )  # type: ignore[dict-item]
 
 
-def _entry(kind: str, seq: int, *, types: str = "int(11)", gtid: str = "u:9") -> pb.Entry:
-    header = pb.Header(seqId=seq, schemaName="s", tableName="t", gtid=gtid, fileName="b.000001")
-    cols = [pb.Column(name="id", originalType=types, isKey=True)]
+_NAMES = ("s", "t", "id")
+"""An entry's (db, table, key column): `_entry`'s default; others of the same lengths tell
+apart a read that reuses an earlier entry's column list by their sizes alone."""
+_OTHER_NAMES = [("s", "u", "id"), ("r", "t", "id"), ("s", "t", "ix")]
+
+
+def _entry(
+    kind: str, seq: int, *, types: str = "int(11)", gtid: str = "u:9",
+    names: tuple[str, str, str] = _NAMES,
+) -> pb.Entry:  # fmt: skip
+    db, table, column = names
+    header = pb.Header(seqId=seq, schemaName=db, tableName=table, gtid=gtid, fileName="b.000001")
+    cols = [pb.Column(name=column, originalType=types, isKey=True)]
     row = pb.RowChange(newColumns=[pb.Data(dataType=pb.INT32, sv=str(seq))])
     events = {
         "begin": pb.Event(beginEvent=pb.BeginEvent(transactionId="")),
@@ -635,9 +645,14 @@ def _entry(kind: str, seq: int, *, types: str = "int(11)", gtid: str = "u:9") ->
     return pb.Entry(header=header, event=events[kind])
 
 
-def _envelope(kinds: list[str], seq: int, total: int = 1, index: int = 0, **how: Any) -> bytes:
-    """An Envelope of entries of `kinds` numbered from `seq` (`how`: `_entry`'s options)."""
-    items = [_entry(k, seq + i, **how) for i, k in enumerate(kinds)]
+def _envelope(
+    kinds: list[str], seq: int, total: int = 1, index: int = 0,
+    names: list[tuple[str, str, str]] | None = None, **how: Any,
+) -> bytes:  # fmt: skip
+    """An Envelope of entries of `kinds` numbered from `seq` (`names`: each entry's, else
+    `_NAMES`; `how`: `_entry`'s other options)."""
+    names = names or [_NAMES] * len(kinds)
+    items = [_entry(k, seq + i, names=names[i], **how) for i, k in enumerate(kinds)]
     data = pb.Entries(items=items).SerializeToString()
     return pb.Envelope(version=1, total=total, index=index, data=data).SerializeToString()
 
@@ -655,7 +670,9 @@ def _tencent_message(draw: st.DrawFn) -> bytes | None:
     seq = draw(st.integers(1, 6))
     types = draw(st.sampled_from(["int(11)", "int(11)", ""]))
     gtid = draw(st.sampled_from(["u:9", ""]))
-    built = _envelope(kinds, seq, types=types, gtid=gtid)
+    names = draw(st.lists(st.sampled_from([_NAMES, _NAMES, *_OTHER_NAMES]), min_size=len(kinds),
+                          max_size=len(kinds)))  # fmt: skip
+    built = _envelope(kinds, seq, types=types, gtid=gtid, names=names)
     return draw(
         st.sampled_from(_WHOLE)
         | st.sampled_from(_SEGMENTS)
@@ -686,6 +703,16 @@ def _tencent_message(draw: st.DrawFn) -> bytes | None:
 @example(  # an Envelope's first segment holding whole Entries: the two are one group
     records=[(_envelope(["begin", "dml", "commit"], 1, total=2), 0, False, 0),
              (_envelope(["dml"], 4, total=2, index=1), 0, False, 0)], run=50, flush=20_000,
+)  # fmt: skip
+@example(  # entries of other tables or columns (names of the same sizes) in a message, and
+    # in the messages after it: each is read with its own column list
+    records=[
+        (_envelope(["begin", "dml", "dml", "commit"], 1, names=[_NAMES, _NAMES, n, _NAMES]), 0,
+         False, 0)
+        for n in _OTHER_NAMES
+    ] + [(_envelope(["begin", "dml", "commit"], 1, names=[_NAMES, n, _NAMES]), 1, False, 0)
+         for n in [*_OTHER_NAMES, _NAMES]],
+    run=50, flush=20_000,
 )  # fmt: skip
 def test_the_tencent_lane_decodes_what_the_decoder_decodes(
     records: list[tuple[bytes | None, int, bool, int]], run: int, flush: int

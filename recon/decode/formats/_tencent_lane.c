@@ -14,7 +14,8 @@
  *
  * spec_for(columns, db, tbl): a DML entry's column list (its `columns` fields as written: a
  * DMLEvent holding only them) -> (names tuple, logical-type codes bytes, key list, types dict),
- * or None (refused); the caller caches it.
+ * or None (refused); the caller caches it, and a read or run reuses the last answer for
+ * entries of the same db, table and column list (`spec_of`).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -364,10 +365,79 @@ static PyObject *S_INSERT, *S_UPDATE, *S_DELETE;
 typedef struct {
     PyObject *spec_for, *topic, *partition, *offset;
     uint8_t tail[12];
+    /* the last DML entry's spec: its db, table and column list as written (`raw`), the texts
+     * of its db and table and `spec_for`'s answer (NULL: none yet). Most entries of a run
+     * are of one table: they reuse it, where a call of `spec_for` and two texts each cost
+     * ~1 us a message. `spec_for`'s answer is the same for the same arguments (it caches). */
+    uint8_t *raw;
+    Py_ssize_t raw_len;
+    PyObject *db, *tbl, *got;
 } Rec;
 
+static void rec_init(Rec *rec) {
+    rec->raw = NULL;
+    rec->raw_len = 0;
+    rec->db = rec->tbl = rec->got = NULL;
+}
+
+static void rec_clear(Rec *rec) {
+    PyMem_Free(rec->raw);
+    Py_CLEAR(rec->db);
+    Py_CLEAR(rec->tbl);
+    Py_CLEAR(rec->got);
+    rec->raw = NULL;
+    rec->raw_len = 0;
+}
+
+/* `spec_for(key, db, tbl)` of an entry of table `h`'s db and table (new references in
+ * `*db`, `*tbl` and the answer), reusing the last entry's when its db, table and column list
+ * (`key`, its bytes) are the same bytes; -1 (an error set) otherwise. */
+static int spec_of(Rec *rec, const Header *h, const uint8_t *key, Py_ssize_t key_len,
+                   PyObject **db, PyObject **tbl, PyObject **got) {
+    Py_ssize_t nd = h->db.end - h->db.p, nt = h->tbl.end - h->tbl.p;
+    const Py_ssize_t z = (Py_ssize_t)sizeof(Py_ssize_t);
+    Py_ssize_t len = 2 * z + nd + nt + key_len;
+    uint8_t *raw = PyMem_Malloc(len > 0 ? len : 1);
+    if (!raw) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint8_t *r = raw;
+    memcpy(r, &nd, z);
+    memcpy(r + z, &nt, z);
+    r += 2 * z;
+    memcpy(r, h->db.p, nd);
+    memcpy(r + nd, h->tbl.p, nt);
+    memcpy(r + nd + nt, key, key_len);
+    if (rec->got && rec->raw_len == len && memcmp(rec->raw, raw, len) == 0) {
+        PyMem_Free(raw);
+        *db = Py_NewRef(rec->db);
+        *tbl = Py_NewRef(rec->tbl);
+        *got = Py_NewRef(rec->got);
+        return 0;
+    }
+    PyObject *k = PyBytes_FromStringAndSize((const char *)key, key_len);
+    *db = k ? text(h->db) : NULL;
+    *tbl = *db ? text(h->tbl) : NULL;
+    *got = *tbl ? PyObject_CallFunctionObjArgs(rec->spec_for, k, *db, *tbl, NULL) : NULL;
+    Py_XDECREF(k);
+    if (!*got) {
+        PyMem_Free(raw);
+        Py_CLEAR(*db);
+        Py_CLEAR(*tbl);
+        return -1;
+    }
+    rec_clear(rec);
+    rec->raw = raw;
+    rec->raw_len = len;
+    rec->db = Py_NewRef(*db);
+    rec->tbl = Py_NewRef(*tbl);
+    rec->got = Py_NewRef(*got);
+    return 0;
+}
+
 /* a DML entry's row changes, appended to `out` as (op, row, before, after); 1: refused */
-static int dml_changes(Buf dml, const Header *h, const Rec *rec, PyObject *out) {
+static int dml_changes(Buf dml, const Header *h, Rec *rec, PyObject *out) {
     Buf sub, cols_at = dml, rows_at;
     uint64_t v, op_code = 0;
     uint32_t num;
@@ -403,15 +473,10 @@ static int dml_changes(Buf dml, const Header *h, const Rec *rec, PyObject *out) 
         memcpy(k, sub.p, sub.end - sub.p);
         k += sub.end - sub.p;
     }
-    if (_PyBytes_Resize(&key, k - k0) < 0) return -1;
-    PyObject *db = text(h->db), *tbl = db ? text(h->tbl) : NULL;
-    PyObject *got = tbl ? PyObject_CallFunctionObjArgs(rec->spec_for, key, db, tbl, NULL) : NULL;
+    PyObject *db, *tbl, *got;
+    int spec_rc = spec_of(rec, h, k0, k - k0, &db, &tbl, &got);
     Py_DECREF(key);
-    if (!got) {
-        Py_XDECREF(db);
-        Py_XDECREF(tbl);
-        return -1;
-    }
+    if (spec_rc < 0) return -1;
     int rc = 1;
     PyObject *gtid = NULL, *file = NULL, *pos = NULL, *seq = NULL, *tms = NULL;
     Spec spec;
@@ -612,6 +677,7 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
     Py_buffer value;
     PyObject *last_obj;
     Rec rec;
+    rec_init(&rec);
     if (!PyArg_ParseTuple(args, "y*O!OOO!O!", &value, &PyLong_Type, &last_obj, &rec.spec_for,
                           &rec.topic, &PyLong_Type, &rec.partition, &PyLong_Type, &rec.offset))
         return NULL;
@@ -624,6 +690,7 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
         Buf b = {value.buf, (const uint8_t *)value.buf + value.len};
         result = read_value(b, last_seq, &rec);
     }
+    rec_clear(&rec);
     PyBuffer_Release(&value);
     return result;
 }
@@ -648,6 +715,7 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
         return Py_BuildValue("nO", k, args[R_LAST_SEQ]);
     }
     Rec rec;
+    rec_init(&rec);
     rec.spec_for = args[R_SPEC_FOR];
     rec.topic = args[R_TOPIC];
     rec.partition = args[R_PART];
@@ -685,10 +753,14 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
         if (all && r >= 0) last_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 0));
         Py_DECREF(got);
-        if (r < 0) return NULL;
+        if (r < 0) {
+            rec_clear(&rec);
+            return NULL;
+        }
         if (!all) break;
         emitted += n;
     }
+    rec_clear(&rec);
     return Py_BuildValue("nK", k, last_seq);
 }
 
