@@ -543,9 +543,21 @@ static int dml_changes(Buf dml, const Header *h, Rec *rec, PyObject *out) {
             goto done;
         }
         for (int i = 0; i < 4; i++) ok[24 + i] = (uint8_t)(row_i >> (24 - 8 * i));
-        PyObject *row = Py_BuildValue(
-            "(OOOOy#OOOOIOOOOOO)", db, tbl, pk, types, (const char *)ok, (Py_ssize_t)40, gtid,
-            file, pos, seq, row_i, Py_None, tms, Py_None, rec->topic, rec->partition, rec->offset);
+        /* the `LANE_COLUMNS` tuple, built directly (`Py_BuildValue` reads its format for
+         * each row) */
+        PyObject *row = PyTuple_New(16);
+        PyObject *ok_bytes = row ? PyBytes_FromStringAndSize((const char *)ok, 40) : NULL;
+        PyObject *index = ok_bytes ? PyLong_FromUnsignedLong(row_i) : NULL;
+        if (!index) {
+            Py_XDECREF(ok_bytes);
+            Py_CLEAR(row);
+        } else {
+            PyObject *items[16] = {db, tbl, pk, types, ok_bytes, gtid, file, pos, seq, index,
+                                   Py_None, tms, Py_None, rec->topic, rec->partition,
+                                   rec->offset};
+            for (int i = 0; i < 16; i++)
+                PyTuple_SET_ITEM(row, i, i == 4 || i == 9 ? items[i] : Py_NewRef(items[i]));
+        }
         PyObject *change = row ? Py_BuildValue("(ONNN)", op, row,
                                                before ? before : Py_NewRef(Py_None),
                                                after ? after : Py_NewRef(Py_None))
@@ -734,17 +746,21 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyObject *changes = PyTuple_GET_ITEM(got, 1);
         Py_ssize_t n = PyList_GET_SIZE(changes);
         int all = 1, r = 0;
+        /* the first changes' counts, as found (borrowed from the shapes dict, which appending
+         * leaves as it is); a change after them is looked up again */
+        PyObject *found[64];
         for (Py_ssize_t i = 0; all && i < n; i++) { /* every change's shape counted, or none */
             PyObject *ch = PyList_GET_ITEM(changes, i), *counted;
             r = lane_counted(&sink, PyTuple_GET_ITEM(ch, 0), PyTuple_GET_ITEM(ch, 1),
                              PyTuple_GET_ITEM(ch, 2), PyTuple_GET_ITEM(ch, 3), &counted);
             all = r > 0;
+            if (i < 64) found[i] = counted;
         }
         for (Py_ssize_t i = 0; all && i < n; i++) {
-            PyObject *ch = PyList_GET_ITEM(changes, i), *counted;
+            PyObject *ch = PyList_GET_ITEM(changes, i), *counted = i < 64 ? found[i] : NULL;
             PyObject *op = PyTuple_GET_ITEM(ch, 0), *row = PyTuple_GET_ITEM(ch, 1);
             PyObject *before = PyTuple_GET_ITEM(ch, 2), *after = PyTuple_GET_ITEM(ch, 3);
-            if (lane_counted(&sink, op, row, before, after, &counted) <= 0 ||
+            if ((!counted && lane_counted(&sink, op, row, before, after, &counted) <= 0) ||
                 lane_append(&sink, counted, op, row, before, after) < 0) {
                 r = -1;
                 if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a shape lost");
