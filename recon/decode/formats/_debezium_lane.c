@@ -432,25 +432,73 @@ static PyObject *canonical_op(PyObject *code, PyObject *snap) {
     return OP_INSERT;
 }
 
+/* What `key_columns` answered last, for the records after it (a read's, or a run's): the
+ * db and table it looked up among the configured keys, and the key it found there (NULL:
+ * none configured); the names of the last record key it read, and their key. Most records of
+ * a run are of one table and one key: they reuse these, where each looked its table up by a
+ * new text and called `shared_key` (~0.5 us a record). `shared_key` gives the same key for
+ * the same names (it caches), and the configured keys do not change during a call. */
+typedef struct {
+    PyObject *db, *tbl, *configured, *names, *by_names;
+} KeyCache;
+
+static void key_cache_clear(KeyCache *kc) {
+    Py_CLEAR(kc->db);
+    Py_CLEAR(kc->tbl);
+    Py_CLEAR(kc->configured);
+    Py_CLEAR(kc->names);
+    Py_CLEAR(kc->by_names);
+}
+
+/* 1: two texts equal; 0 not; -1 error */
+static int same_text(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    return PyUnicode_Compare(a, b) == 0 ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
 /* The record's key columns (`_key_columns`, a new reference); NULL refused. */
 static PyObject *key_columns(PyObject *db, PyObject *tbl, PyObject *key, PyObject *pks,
-                             PyObject *shared_key) {
+                             PyObject *shared_key, KeyCache *kc) {
     if (PyDict_CheckExact(pks) && PyDict_GET_SIZE(pks)) {
-        PyObject *name = PyUnicode_FromFormat("%U.%U", db, tbl);
-        if (!name) return NULL;
-        PyObject *conf = PyDict_GetItemWithError(pks, name); /* borrowed */
-        Py_DECREF(name);
-        if (!conf && PyErr_Occurred()) return NULL;
-        int truth = conf ? PyObject_IsTrue(conf) : 0;
-        if (truth < 0) return NULL;
-        if (truth) return PyObject_CallOneArg(shared_key, conf);
+        int same = kc->db ? same_text(kc->db, db) : 0;
+        if (same > 0) same = same_text(kc->tbl, tbl);
+        if (same < 0) return NULL;
+        if (!same) {
+            PyObject *name = PyUnicode_FromFormat("%U.%U", db, tbl);
+            if (!name) return NULL;
+            PyObject *conf = PyDict_GetItemWithError(pks, name); /* borrowed */
+            Py_DECREF(name);
+            if (!conf && PyErr_Occurred()) return NULL;
+            int truth = conf ? PyObject_IsTrue(conf) : 0;
+            if (truth < 0) return NULL;
+            PyObject *found = truth ? PyObject_CallOneArg(shared_key, conf) : NULL;
+            if (truth && !found) return NULL;
+            Py_XSETREF(kc->db, Py_NewRef(db));
+            Py_XSETREF(kc->tbl, Py_NewRef(tbl));
+            Py_XSETREF(kc->configured, found);
+        }
+        if (kc->configured) return Py_NewRef(kc->configured);
     } else if (!PyDict_CheckExact(pks)) {
         return NULL;
     }
     PyObject *names = key_names(key);
     if (!names) return NULL;
+    int same = kc->names ? PyObject_RichCompareBool(kc->names, names, Py_EQ) : 0;
+    if (same < 0) {
+        Py_DECREF(names);
+        return NULL;
+    }
+    if (same) {
+        Py_DECREF(names);
+        return Py_NewRef(kc->by_names);
+    }
     PyObject *out = PyObject_CallOneArg(shared_key, names);
-    Py_DECREF(names);
+    if (!out) {
+        Py_DECREF(names);
+        return NULL;
+    }
+    Py_XSETREF(kc->names, names);
+    Py_XSETREF(kc->by_names, Py_NewRef(out));
     return out;
 }
 
@@ -458,7 +506,7 @@ enum { A_VALUE, A_START, A_SPEC, A_KEY, A_PKS, A_SHARED_KEY, A_TOPIC, A_PART, A_
 
 /* `DebeziumLane.row`'s answer from what the message gave (`got`, each set; `src`) and the
  * record (`args`); NULL (no error set or one the caller clears) where C does not answer. */
-static PyObject *row_of(PyObject **got, PyObject **src, PyObject *const *args) {
+static PyObject *row_of(PyObject **got, PyObject **src, PyObject *const *args, KeyCache *kc) {
     PyObject *spec = args[A_SPEC], *db = src[S_DB], *tbl = src[S_TABLE];
     PyObject *pk = NULL, *ok = NULL, *row = NULL, *out = NULL, *ts = NULL;
     if (!db || !tbl || !PyUnicode_CheckExact(db) || !PyUnicode_CheckExact(tbl) ||
@@ -514,7 +562,8 @@ static PyObject *row_of(PyObject **got, PyObject **src, PyObject *const *args) {
         if (!PyUnicode_CheckExact(id)) goto done;
         txn = id;
     }
-    if (!(pk = key_columns(db, tbl, args[A_KEY], args[A_PKS], args[A_SHARED_KEY]))) goto done;
+    if (!(pk = key_columns(db, tbl, args[A_KEY], args[A_PKS], args[A_SHARED_KEY], kc)))
+        goto done;
     if (!(ok = PyBytes_FromStringAndSize((const char *)key, 32))) goto done;
     PyObject *rowobj = has_row ? Py_NewRef(src[S_ROW]) : PyLong_FromLong(0);
     if (!rowobj) goto done;
@@ -534,7 +583,7 @@ done:
 /* `read`'s answer of a message's bytes (`args`: `read`'s, the value's bytes `p`), or NULL
  * (no error) */
 static PyObject *read_bytes(const uint8_t *p, Py_ssize_t len, Py_ssize_t start,
-                            PyObject *const *args) {
+                            PyObject *const *args, KeyCache *kc) {
     PyObject *got[M_COUNT] = {NULL, NULL, NULL, NULL, NULL}, *out = NULL;
     PyObject *src[S_SLOTS] = {NULL}, *spec = args[A_SPEC];
     Cur c = {p, p + len};
@@ -547,7 +596,7 @@ static PyObject *read_bytes(const uint8_t *p, Py_ssize_t len, Py_ssize_t start,
     if (c.p >= c.end || *c.p++ != '}' || !at_end(&c)) goto done; /* the envelope's end */
     for (int i = M_TX; i <= M_AFTER; i++)
         if (!got[i]) got[i] = Py_NewRef(Py_None);
-    out = row_of(got, src, args);
+    out = row_of(got, src, args, kc);
 done:
     for (int i = 0; i < S_SLOTS; i++) Py_XDECREF(src[i]);
     for (int i = 0; i < M_COUNT; i++) Py_XDECREF(got[i]);
@@ -570,7 +619,9 @@ static PyObject *lane_read(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     if (PyObject_GetBuffer(args[A_VALUE], &buf, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *out = read_bytes(buf.buf, buf.len, start, args);
+    KeyCache kc = {NULL, NULL, NULL, NULL, NULL};
+    PyObject *out = read_bytes(buf.buf, buf.len, start, args, &kc);
+    key_cache_clear(&kc);
     PyBuffer_Release(&buf);
     if (out) return out;
     Py_RETURN_NONE;
@@ -581,7 +632,8 @@ enum { R_VALUES, R_KEYS, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_PKS, R
 
 /* `DebeziumLane.read` of the run's record `k`, by its opening's spec (`known_spec`),
  * `read`'s arguments of the record into `a`; NULL (no error) where Python reads it */
-static PyObject *read_record(PyObject *const *args, Py_ssize_t k, PyObject **a) {
+static PyObject *read_record(PyObject *const *args, Py_ssize_t k, PyObject **a,
+                             KeyCache *kc) {
     PyObject *value = PyList_GET_ITEM(args[R_VALUES], k);
     Py_ssize_t start;
     a[A_OFFSET] = PyList_GET_ITEM(args[R_OFFSETS], k);
@@ -589,7 +641,7 @@ static PyObject *read_record(PyObject *const *args, Py_ssize_t k, PyObject **a) 
     a[A_SPEC] = known_spec(value, args[R_RECENT], &start);
     if (!a[A_SPEC] || !PyLong_CheckExact(a[A_OFFSET])) return NULL;
     return read_bytes((const uint8_t *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), start,
-                      a);
+                      a, kc);
 }
 
 /* `DebeziumLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
@@ -608,15 +660,20 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     a[A_SHARED_KEY] = args[R_SHARED_KEY];
     a[A_TOPIC] = args[R_TOPIC];
     a[A_PART] = args[R_PART];
+    KeyCache kc = {NULL, NULL, NULL, NULL, NULL};
     for (; k < end && k - start < budget; k++) {
-        PyObject *got = read_record(args, k, a);
+        PyObject *got = read_record(args, k, a, &kc);
         if (!got) break;
         int r = lane_emit(&sink, PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1),
                           PyTuple_GET_ITEM(got, 2), PyTuple_GET_ITEM(got, 3));
         Py_DECREF(got);
-        if (r < 0) return NULL;
+        if (r < 0) {
+            key_cache_clear(&kc);
+            return NULL;
+        }
         if (r == 0) break;
     }
+    key_cache_clear(&kc);
     return Py_BuildValue("nn", k, k - start);
 }
 
