@@ -406,9 +406,9 @@ static int spec_of(Rec *rec, const Header *h, const uint8_t *key, Py_ssize_t key
     memcpy(r, &nd, z);
     memcpy(r + z, &nt, z);
     r += 2 * z;
-    memcpy(r, h->db.p, nd);
-    memcpy(r + nd, h->tbl.p, nt);
-    memcpy(r + nd + nt, key, key_len);
+    if (nd) memcpy(r, h->db.p, nd); /* an absent field's bytes are no pointer */
+    if (nt) memcpy(r + nd, h->tbl.p, nt);
+    if (key_len) memcpy(r + nd + nt, key, key_len);
     if (rec->got && rec->raw_len == len && memcmp(rec->raw, raw, len) == 0) {
         PyMem_Free(raw);
         *db = Py_NewRef(rec->db);
