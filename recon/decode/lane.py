@@ -74,6 +74,9 @@ class LaneRows:
         self.after = LaneImage()
         self.shapes: dict[tuple[Any, ...], list[Any]] = {}
         """Shape key -> [an `Event` of that shape, how many]."""
+        self.repeated: dict[str, Any] = {}
+        """Per nested column, the last batch's column whose rows all held one value, and that
+        value (`recon.decode.stream._nested_array`): kept from batch to batch (not cleared)."""
 
     def __len__(self) -> int:
         return len(self.ops)

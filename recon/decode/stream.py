@@ -88,29 +88,36 @@ def _lane_batch(rows: LaneRows) -> pa.RecordBatch:
         if f.name == "kind":
             arrays.append(pa.array(["event"] * n, f.type))
         elif f.name in _IMAGES:
-            arrays.append(_image_array(getattr(rows, f.name), f.type))
+            arrays.append(_image_array(getattr(rows, f.name), f.type, rows.repeated, f.name))
         elif f.name in columns:
             values = columns[f.name]
-            nested = pa.types.is_map(f.type) or pa.types.is_list(f.type)
-            arrays.append(_nested_array(values, f.type) if nested else pa.array(values, f.type))
+            if pa.types.is_map(f.type) or pa.types.is_list(f.type):
+                arrays.append(_nested_array(values, f.type, rows.repeated, f.name))
+            else:
+                arrays.append(pa.array(values, f.type))
         else:
             arrays.append(pa.nulls(n, f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
-def _image_array(image: LaneImage, typ: pa.MapType) -> pa.Array:
+def _image_array(
+    image: LaneImage, typ: pa.MapType, repeated: dict[str, Any] | None = None, name: str = ""
+) -> pa.Array:
     off, mask = _offsets(image.lengths)
-    names = _names_array(image.names, typ.key_type)
+    names = _names_array(image.names, typ.key_type, repeated, name)
     values = pa.array(image.values, typ.item_type)
     return pa.MapArray.from_arrays(off, names, values, type=typ, mask=mask)
 
 
-def _names_array(rows: list[tuple[str, ...]], typ: pa.DataType) -> pa.Array:
+def _names_array(
+    rows: list[tuple[str, ...]], typ: pa.DataType, repeated: dict[str, Any] | None = None,
+    name: str = "",
+) -> pa.Array:  # fmt: skip
     """The names of rows' images, flat (each row's tuple in turn): `_nested_array` of the
     tuples, whose rows sharing one tuple (their schema's: what the C reads give an image of
     every column in its order) have its names built once, where building every row's names
     took ~0.35 us a row of six columns."""
-    return _nested_array(rows, pa.list_(typ)).flatten()
+    return _nested_array(rows, pa.list_(typ), repeated, name).flatten()
 
 
 def _offsets(lengths: list[int]) -> tuple[pa.Array, pa.Array | None]:
@@ -127,21 +134,61 @@ def _offsets(lengths: list[int]) -> tuple[pa.Array, pa.Array | None]:
     return pa.array(off), pa.array(mask)
 
 
-def _nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:
+def _nested_array(
+    values: list[Any], typ: pa.DataType, repeated: dict[str, Any] | None = None, name: str = ""
+) -> pa.Array:
     """A map<string,string> (dicts) or list<string> column. Rows that hold one shared object
     (a table's column types, an event's key columns shared by its rows) are built once each
-    and repeated by index: most rows of a batch do."""
+    and repeated by index: most rows of a batch do.
+
+    `repeated` (a decode task's, `LaneRows.repeated`): where every row holds the same value,
+    the column `name` of an earlier batch whose rows all held it too, sliced (the column built
+    and repeated again cost ~80-230 ns a row: a one-table stream's key, types and image names
+    are the same batch after batch). The value it was built of is kept as a copy and compared
+    with this batch's, so a value changed in place since is built again."""
+    n = len(values)
+    if n and _one_value(values):
+        # every row holds one value (a one-table batch's key and types, no defaults)
+        first = values[0]
+        held = repeated.get(name) if repeated is not None else None
+        if held is not None and len(held[1]) >= n and _same_value(held[0], first):
+            return held[1].slice(0, n)
+        out = _flat_nested_array([first], typ).take(np.zeros(n, np.int32))
+        if repeated is not None:
+            repeated[name] = (_copy_of(first), out)
+        return out
     ids = list(map(id, values))
-    if ids and ids.count(ids[0]) == len(ids):
-        # every row holds one object (a one-table batch's key and types, no defaults): counted
-        # in C, ~5x less than a dict of the rows' objects
-        return _flat_nested_array(values[:1], typ).take(np.zeros(len(values), np.int32))
     distinct = dict(zip(ids, values, strict=True))
     if len(distinct) * 4 > len(values):
         return _flat_nested_array(values, typ)
     at = {i: n for n, i in enumerate(distinct)}
     rows = pa.array(list(map(at.__getitem__, ids)), pa.int32())
     return _flat_nested_array(list(distinct.values()), typ).take(rows)
+
+
+def _one_value(values: list[Any]) -> bool:
+    """Whether every row holds the first row's value: the same tuple or list by `==` (counted
+    in C: at once where they are one object, ~5x less than a dict of the rows' objects), the
+    same dict object (two equal dicts may hold their names in other orders, which a map
+    keeps)."""
+    first = values[0]
+    if values.count(first) != len(values):
+        return False
+    return not isinstance(first, dict) or list(map(id, values)).count(id(first)) == len(values)
+
+
+def _same_value(held: Any, value: Any) -> bool:
+    """Whether a copy (`_copy_of`) holds what `value` holds, in the same order."""
+    if type(held) is not type(value) or held != value:
+        return False
+    return not isinstance(value, dict) or list(held) == list(value)
+
+
+def _copy_of(value: Any) -> Any:
+    """A copy of a row's map or list value (a dict, list or tuple; None)."""
+    if isinstance(value, dict):
+        return dict(value)
+    return list(value) if isinstance(value, list) else value
 
 
 def _flat_nested_array(values: list[Any], typ: pa.DataType) -> pa.Array:

@@ -231,6 +231,46 @@ def test_a_column_whose_rows_all_hold_one_object_is_that_object_repeated(one: An
         assert got == [list(one.items()), list(reordered.items()), list(one.items())]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.integers(0, 2),  # which value the batch's rows hold
+            st.integers(1, 6),  # how many rows
+            st.sampled_from(["keep", "change in place", "reorder in place", "mix"]),
+        ),
+        max_size=8,
+    ),
+    values=st.lists(_DICTS, min_size=3, max_size=3),
+)
+def test_a_column_kept_from_batch_to_batch_is_each_batchs_own(
+    batches: list[tuple[int, int, str]], values: list[dict[str, Any]]
+) -> None:
+    """Batches after batches built with one `repeated` (a decode task's, kept from batch to
+    batch: a column whose rows all held one value is sliced for the next batch holding it):
+    each batch's column is the one pyarrow builds from its rows, whatever the batches before
+    held, however many rows they had, and whether their value was changed or reordered in
+    place since (maps, and the same values as lists and tuples)."""
+    repeated: dict[str, Any] = {}
+    for which, n, how in batches:
+        value = values[which]
+        if how == "change in place":
+            value["z"] = str(n)
+        elif how == "reorder in place":
+            items = list(value.items())
+            value.clear()
+            value.update(reversed(items))
+        rows = [value] * n
+        if how == "mix":
+            rows[n // 2] = values[(which + 1) % 3]
+        for column, typ, name in (
+            (rows, _MAP, "m"),
+            ([list(v) for v in rows], _LIST, "l"),
+            ([tuple(v) for v in rows], _LIST, "t"),
+        ):
+            assert _nested_array(column, typ, repeated, name).equals(pa.array(column, typ))
+
+
 def _dataworks(seq: int, op: str, before: Any, after: Any, schema: dict[str, Any]) -> bytes:
     image = lambda cols: None if cols is None else {"dataColumn": cols}  # noqa: E731
     payload = {"op": op, "sequenceId": str(seq), "before": image(before), "after": image(after)}
