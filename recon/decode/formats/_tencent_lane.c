@@ -389,44 +389,42 @@ static void rec_clear(Rec *rec) {
     rec->raw_len = 0;
 }
 
-/* `spec_for(key, db, tbl)` of an entry of table `h`'s db and table (new references in
- * `*db`, `*tbl` and the answer), reusing the last entry's when its db, table and column list
- * (`key`, its bytes) are the same bytes; -1 (an error set) otherwise. */
-static int spec_of(Rec *rec, const Header *h, const uint8_t *key, Py_ssize_t key_len,
-                   PyObject **db, PyObject **tbl, PyObject **got) {
-    Py_ssize_t nd = h->db.end - h->db.p, nt = h->tbl.end - h->tbl.p;
+/* `spec_for(key, db, tbl)` of an entry of table `h`'s db and table (`key`: its column list's
+ * bytes; new references in `*db`, `*tbl` and the answer), reusing the last entry's when its
+ * db, table and column list are the same bytes (compared in place: nothing is copied for an
+ * entry that reuses them); -1 (an error set) otherwise. */
+static int spec_of(Rec *rec, const Header *h, PyObject *key, PyObject **db, PyObject **tbl,
+                   PyObject **got) {
+    const uint8_t *kp = (const uint8_t *)PyBytes_AS_STRING(key);
+    Py_ssize_t nd = h->db.end - h->db.p, nt = h->tbl.end - h->tbl.p, nk = PyBytes_GET_SIZE(key);
     const Py_ssize_t z = (Py_ssize_t)sizeof(Py_ssize_t);
-    Py_ssize_t len = 2 * z + nd + nt + key_len;
-    uint8_t *raw = PyMem_Malloc(len > 0 ? len : 1);
-    if (!raw) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    uint8_t *r = raw;
-    memcpy(r, &nd, z);
-    memcpy(r + z, &nt, z);
-    r += 2 * z;
-    if (nd) memcpy(r, h->db.p, nd); /* an absent field's bytes are no pointer */
-    if (nt) memcpy(r + nd, h->tbl.p, nt);
-    if (key_len) memcpy(r + nd + nt, key, key_len);
-    if (rec->got && rec->raw_len == len && memcmp(rec->raw, raw, len) == 0) {
-        PyMem_Free(raw);
+    Py_ssize_t len = 2 * z + nd + nt + nk;
+    const uint8_t *r = rec->raw;
+    if (rec->got && rec->raw_len == len && memcmp(r, &nd, z) == 0 && memcmp(r + z, &nt, z) == 0 &&
+        (!nd || memcmp(r + 2 * z, h->db.p, nd) == 0) &&
+        (!nt || memcmp(r + 2 * z + nd, h->tbl.p, nt) == 0) &&
+        (!nk || memcmp(r + 2 * z + nd + nt, kp, nk) == 0)) {
         *db = Py_NewRef(rec->db);
         *tbl = Py_NewRef(rec->tbl);
         *got = Py_NewRef(rec->got);
         return 0;
     }
-    PyObject *k = PyBytes_FromStringAndSize((const char *)key, key_len);
-    *db = k ? text(h->db) : NULL;
+    *db = text(h->db);
     *tbl = *db ? text(h->tbl) : NULL;
-    *got = *tbl ? PyObject_CallFunctionObjArgs(rec->spec_for, k, *db, *tbl, NULL) : NULL;
-    Py_XDECREF(k);
-    if (!*got) {
-        PyMem_Free(raw);
+    *got = *tbl ? PyObject_CallFunctionObjArgs(rec->spec_for, key, *db, *tbl, NULL) : NULL;
+    uint8_t *raw = *got ? PyMem_Malloc(len) : NULL;
+    if (!raw) {
+        if (*got) PyErr_NoMemory();
         Py_CLEAR(*db);
         Py_CLEAR(*tbl);
+        Py_CLEAR(*got);
         return -1;
     }
+    memcpy(raw, &nd, z);
+    memcpy(raw + z, &nt, z);
+    if (nd) memcpy(raw + 2 * z, h->db.p, nd); /* an absent field's bytes are no pointer */
+    if (nt) memcpy(raw + 2 * z + nd, h->tbl.p, nt);
+    if (nk) memcpy(raw + 2 * z + nd + nt, kp, nk);
     rec_clear(rec);
     rec->raw = raw;
     rec->raw_len = len;
@@ -473,8 +471,9 @@ static int dml_changes(Buf dml, const Header *h, Rec *rec, PyObject *out) {
         memcpy(k, sub.p, sub.end - sub.p);
         k += sub.end - sub.p;
     }
+    if (_PyBytes_Resize(&key, k - k0) < 0) return -1;
     PyObject *db, *tbl, *got;
-    int spec_rc = spec_of(rec, h, k0, k - k0, &db, &tbl, &got);
+    int spec_rc = spec_of(rec, h, key, &db, &tbl, &got);
     Py_DECREF(key);
     if (spec_rc < 0) return -1;
     int rc = 1;
