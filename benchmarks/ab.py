@@ -5,8 +5,8 @@ Why this way: a change to the merge's per-event expressions measured in one warm
 run, often saves little or nothing in a fresh `recon run`, which runs each job once on code the
 JVM has not compiled yet (session 48's measurements in the README); and one run's time swings
 by a third on this machine. So each version runs as the user runs it, a fresh process on the
-same hour, the versions in turns (A, B, A, B, ...: a slow minute falls on both), and CPU time
-is counted beside wall time: the whole run's (its processes', the decoders' Python included)
+same hour, the versions in turns (a slow minute falls on all of them), the order turned each
+round (A, B, then B, A: `round_order`), and CPU time is counted beside wall time: the whole run's (its processes', the decoders' Python included)
 and each job's (its tasks' JVM threads: a Python task's own work is not in it).
 
 A version is a git revision (checked out once into `<work>/trees/`, with the protobuf code
@@ -38,7 +38,7 @@ import psutil
 
 from benchmarks.formats import KINDS
 from benchmarks.gen import iter_sizes
-from benchmarks.run import HOUR, ROOT, TreeSampler, _env, make_hour, sampled
+from benchmarks.run import HOUR, ROOT, TreeSampler, _env, make_hour, round_order, sampled
 
 JobTimes = dict[str, tuple[int, float, float]]
 """Job description or call site -> (jobs, wall seconds, CPU seconds of their tasks)."""
@@ -238,8 +238,8 @@ def main() -> None:
     counts = make_hour(hour, args.format, next(iter_sizes(args.messages)), ns)
     print(f"ab: {args.format}, {counts['messages']:,} messages, {args.rounds} round(s)")
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in args.versions}
-    for _ in range(args.rounds):
-        for v in args.versions:
+    for n in range(args.rounds):
+        for v in round_order(args.versions, n):
             got = one_run(dirs[v], hour)
             runs[v].append(got)
             cpu = sum(c for _, _, c in got["jobs"].values())

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -172,13 +172,25 @@ def _command(work: Path, fmt: str, path: str) -> list[str]:
     return [sys.executable, "-m", "benchmarks.paths", path, "--format", fmt, "--hour-dir", hour_dir, "--out", str(work / path)]  # fmt: skip
 
 
+def round_order(versions: Sequence[str], n: int) -> list[str]:
+    """What runs in turns (code versions, the bench's paths) in round `n`'s order: the given
+    order turned by `n`, so that over as many rounds as there are of them each runs in each
+    place once. Runs in one order every round measured the order: of session 53's two JVM
+    settings (`benchmarks.ab`-like runs), the one second in every round ran faster in 12 of
+    13 rounds (by 1.3 s, the median, of ~29 s), and 2.6 s slower once the order turned
+    (medians of six rounds)."""
+    k = n % len(versions) if versions else 0
+    return [*versions[k:], *versions[:k]]
+
+
 def run_paths(work: Path, fmt: str, paths: tuple[str, ...], repeat: int = 1) -> dict[str, Any]:
-    """Each path `repeat` times, in turns (copy, naive, recon, copy, ...: a slow minute of the
-    machine falls on every path alike), each a fresh process; `median_of` their runs."""
+    """Each path `repeat` times, in turns (copy, naive, recon, then naive, recon, copy, ...: a
+    slow minute of the machine falls on every path alike, and no path always runs first:
+    `round_order`), each a fresh process; `median_of` their runs."""
     env = _env()
     tries: dict[str, list[dict[str, Any]]] = {path: [] for path in paths}
-    for _ in range(repeat):
-        for path in paths:
+    for n in range(repeat):
+        for path in round_order(paths, n):
             if path == "recon":  # from an empty warehouse each time: the same work
                 shutil.rmtree(work / "wh", ignore_errors=True)
             res = timed(_command(work, fmt, path), env)

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+import benchmarks.run as bench_run
 from benchmarks.ab import _without_checkout, job_times, medians
+from benchmarks.run import round_order, run_paths
 
 
 def _event_log(tmp_path: Path) -> Path:
@@ -67,3 +71,35 @@ def test_a_versions_runs_count_as_medians() -> None:
     # a job missing from a run counts 0 there; below the floor it is left out
     two = medians([run(1.0, 1.0, 0.2), {"wall": 2.0, "jobs": {"decode": (1, 3.0, 1.0)}}])
     assert two["jobs"] == [{"job": "decode", "wall": 2.0, "cpu": 1.5}]
+
+
+def test_each_version_runs_in_each_place_as_the_rounds_turn() -> None:
+    """A version (or a bench path) run first in every round is measured with the order
+    (`round_order`)."""
+    for versions in (["a", "b"], ["a", "b", "c"], ["x"]):
+        rounds = [round_order(versions, n) for n in range(2 * len(versions))]
+        assert rounds[0] == versions
+        for order in rounds:
+            assert sorted(order) == sorted(versions)
+        for place in range(len(versions)):
+            firsts = [order[place] for order in rounds]
+            assert sorted(firsts) == sorted(versions * 2), (place, rounds)
+    assert round_order([], 3) == []
+
+
+def test_the_benchs_paths_run_in_turned_orders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make bench` runs its paths as `round_order` turns them, and takes each path's median."""
+    ran: list[str] = []
+
+    def timed(cmd: list[str], env: dict[str, str]) -> dict:
+        path = cmd[3] if cmd[2] == "benchmarks.paths" else "recon"
+        ran.append(path)
+        return {"seconds": float(len(ran)), "stdout": "rows 7\n", "peak": {"total_mb": 1.0}}
+
+    monkeypatch.setattr(bench_run, "timed", timed)
+    monkeypatch.setattr(bench_run, "recon_rows", lambda work: 7)
+    got = run_paths(tmp_path, "dataworks_json", ("copy", "naive", "recon"), repeat=3)
+    assert ran == ["copy", "naive", "recon", "naive", "recon", "copy", "recon", "copy", "naive"]
+    assert got["copy"]["seconds"] == 6.0 and got["recon"]["seconds"] == 5.0
