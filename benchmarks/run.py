@@ -177,7 +177,7 @@ def round_order(versions: Sequence[str], n: int) -> list[str]:
     order turned by `n`, so that over as many rounds as there are of them each runs in each
     place once. Runs in one order every round measured the order: of session 53's two JVM
     settings (`benchmarks.ab`-like runs), the one second in every round ran faster in 12 of
-    13 rounds (by 1.3 s, the median, of ~29 s), and 2.6 s slower once the order turned
+    13 rounds (by 1.4 s, the median, of ~29 s), and 2.6 s slower once the order turned
     (medians of six rounds)."""
     k = n % len(versions) if versions else 0
     return [*versions[k:], *versions[:k]]
