@@ -6,8 +6,9 @@ run, often saves little or nothing in a fresh `recon run`, which runs each job o
 JVM has not compiled yet (session 48's measurements in the README); and one run's time swings
 by a third on this machine. So each version runs as the user runs it, a fresh process on the
 same hour, the versions in turns (a slow minute falls on all of them), the order turned each
-round (A, B, then B, A: `round_order`), and CPU time is counted beside wall time: the whole run's (its processes', the decoders' Python included)
-and each job's (its tasks' JVM threads: a Python task's own work is not in it).
+round (A, B, then B, A: `round_order`), and CPU time is counted beside wall time: the whole
+run's (its processes', the decoders' Python included) and each job's (its tasks' JVM threads:
+a Python task's own work is not in it).
 
 A version is a git revision (checked out once into `<work>/trees/`, with the protobuf code
 generated and the C modules built there, the setup's `.venv` shared) or a directory holding a

@@ -172,15 +172,13 @@ def _command(work: Path, fmt: str, path: str) -> list[str]:
     return [sys.executable, "-m", "benchmarks.paths", path, "--format", fmt, "--hour-dir", hour_dir, "--out", str(work / path)]  # fmt: skip
 
 
-def round_order(versions: Sequence[str], n: int) -> list[str]:
-    """What runs in turns (code versions, the bench's paths) in round `n`'s order: the given
-    order turned by `n`, so that over as many rounds as there are of them each runs in each
-    place once. Runs in one order every round measured the order: of session 53's two JVM
-    settings (`benchmarks.ab`-like runs), the one second in every round ran faster in 12 of
-    13 rounds (by 1.4 s, the median, of ~29 s), and 2.6 s slower once the order turned
-    (medians of six rounds)."""
-    k = n % len(versions) if versions else 0
-    return [*versions[k:], *versions[:k]]
+def round_order(turns: Sequence[str], n: int) -> list[str]:
+    """What runs in turns (the bench's paths, `benchmarks.ab`'s versions) in round `n`'s
+    order: the given order turned by `n`, so that over as many rounds as there are of them
+    each runs in each place once. One order every round measures the order as well: the one
+    run second came out faster (README, "Session 53's measurements")."""
+    k = n % len(turns) if turns else 0
+    return [*turns[k:], *turns[:k]]
 
 
 def run_paths(work: Path, fmt: str, paths: tuple[str, ...], repeat: int = 1) -> dict[str, Any]:
