@@ -1,0 +1,148 @@
+"""Iceberg v2 position-delete files, committed through pyiceberg: merge-on-read's publish side.
+
+Not used by the merge yet (its copy-on-write publish replaces whole buckets' files; README,
+"Session 54's measurements"). A merge-on-read hour would append its changed rows' data files
+and, in the same snapshot, position-delete files naming the rows they replace (a data file's
+path and a row's place in it, which Spark reads as `_metadata.row_index`).
+
+pyiceberg 0.12 reads position deletes (its scan applies them) but writes none: its deletes
+fall back to copy-on-write (apache/iceberg-python#1078, #3618). `append_with_deletes` is a fast
+append whose snapshot also adds a manifest of DELETES content holding the delete files. It
+builds on pyiceberg's snapshot producer and manifest writer, which are not public API: its test
+holds them to the pinned version.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriterV2,
+)
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update.snapshot import _FastAppendFiles
+from pyiceberg.typedef import Record
+
+# the Iceberg spec's reserved field ids of a position-delete file's columns
+FILE_PATH_ID = 2147483546
+POS_ID = 2147483545
+
+POSITION_DELETE_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": str(FILE_PATH_ID)}),
+        pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": str(POS_ID)}),
+    ]
+)
+
+
+def write_position_deletes(
+    table: Table, path: Path, rows: pa.Table, partition: Record, spec_id: int = 0
+) -> DataFile:
+    """A position-delete file at `path` of `rows` (`file_path`, `pos`: the rows deleted), sorted
+    as the spec requires (by path, then position), for data files of `partition`."""
+    if table.format_version < 2:
+        raise ValueError(f"table {table.name()} is Iceberg v1: it cannot hold position deletes")
+    rows = rows.select(["file_path", "pos"]).cast(POSITION_DELETE_SCHEMA)
+    rows = rows.sort_by([("file_path", "ascending"), ("pos", "ascending")])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, path)
+    return DataFile.from_args(
+        _table_format_version=table.format_version,
+        content=DataFileContent.POSITION_DELETES,
+        file_path=path.resolve().as_uri(),
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        record_count=rows.num_rows,
+        file_size_in_bytes=path.stat().st_size,
+        spec_id=spec_id,
+        # not `referenced_data_file`: a file may delete rows of several data files
+    )
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+class _AppendWithDeletes(_FastAppendFiles):
+    """A fast append whose snapshot also adds `deletes` (position-delete files)."""
+
+    def __init__(self, deletes: Sequence[DataFile], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._deletes = list(deletes)
+
+    def _manifests(self) -> list[ManifestFile]:
+        manifests = super()._manifests()
+        if not self._deletes:
+            return manifests
+        meta = self._transaction.table_metadata
+        with _DeleteManifestWriter(
+            spec=meta.spec(),
+            schema=self.schema(),
+            output_file=self.new_manifest_output(),
+            snapshot_id=self._snapshot_id,
+            avro_compression=self._compression,
+        ) as writer:
+            for df in self._deletes:
+                writer.add(
+                    ManifestEntry.from_args(
+                        status=ManifestEntryStatus.ADDED,
+                        snapshot_id=self._snapshot_id,
+                        sequence_number=None,
+                        file_sequence_number=None,
+                        data_file=df,
+                    )
+                )
+        return [*manifests, writer.to_manifest_file()]
+
+    def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:
+        """pyiceberg's summary counts the added data files; the delete files join it (their
+        counts: `added-delete-files`, `added-position-deletes`, `total-position-deletes`)."""
+        added = self._added_data_files
+        self._added_data_files = [*added, *self._deletes]
+        try:
+            return super()._summary(snapshot_properties or {})
+        finally:
+            self._added_data_files = added
+
+
+def append_with_deletes(
+    table: Table,
+    data_files: Sequence[DataFile],
+    deletes: Sequence[DataFile],
+    snapshot_properties: dict[str, str] | None = None,
+) -> int | None:
+    """One snapshot (an OVERWRITE: rows are replaced) adding `data_files` and the position
+    `deletes`; returns its id."""
+    tx = table.transaction()
+    producer = _AppendWithDeletes(
+        deletes,
+        operation=Operation.OVERWRITE if deletes else Operation.APPEND,
+        transaction=tx,
+        io=table.io,
+        commit_uuid=uuid.uuid4(),
+        snapshot_properties=snapshot_properties or {},
+    )
+    with producer:
+        for df in data_files:
+            producer.append_data_file(df)
+    snapshot_id = tx.table_metadata.current_snapshot_id
+    tx.commit_transaction()
+    return snapshot_id

@@ -1,0 +1,153 @@
+"""Position-delete files committed through pyiceberg (`recon.publish.deletes`), read back by
+pyiceberg's own scan: the replaced rows gone, the new ones in, the snapshot before unchanged,
+and the snapshot's summary counting the deletes. It builds on pyiceberg's private snapshot
+producer, so this test also holds it to the pinned version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.manifest import DataFileContent, ManifestContent
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.table import _parquet_files_to_data_files as to_data_files
+from pyiceberg.table.name_mapping import create_mapping_from_schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+from pyiceberg.types import IntegerType, LongType, NestedField, StringType
+
+from recon.publish.deletes import append_with_deletes, write_position_deletes
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "v", StringType(), required=False),
+    NestedField(3, "_cdc_bucket", IntegerType(), required=False),
+)
+ARROW = pa.schema([("id", pa.int64()), ("v", pa.string()), ("_cdc_bucket", pa.int32())])
+
+
+def rows(ids: list[int], tag: str) -> pa.Table:
+    return pa.table(
+        {"id": ids, "v": [f"{tag}{i}" for i in ids], "_cdc_bucket": [i % 2 for i in ids]},
+        schema=ARROW,
+    )
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Table:
+    cat = SqlCatalog(
+        "t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").resolve().as_uri()
+    )
+    cat.create_namespace("n")
+    spec = PartitionSpec(PartitionField(3, 1000, IdentityTransform(), "_cdc_bucket"))
+    mapping = {"schema.name-mapping.default": create_mapping_from_schema(SCHEMA).model_dump_json()}
+    t = cat.create_table("n.t", SCHEMA, partition_spec=spec, properties=mapping)
+    t.append(rows(list(range(10)), "v"))
+    return cat.load_table("n.t")
+
+
+def current(t: Table, snapshot_id: int | None = None) -> dict[int, str]:
+    got = t.scan(snapshot_id=snapshot_id).to_arrow().to_pylist()
+    return {r["id"]: r["v"] for r in sorted(got, key=lambda r: r["id"])}
+
+
+def positions(t: Table, ids: set[int]) -> dict[int, pa.Table]:
+    """Per bucket, the (file_path, pos) of the rows of `ids` in the table's data files."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for task in t.scan().plan_files():
+        path = task.file.file_path
+        for pos, i in enumerate(pq.read_table(path.removeprefix("file://"))["id"].to_pylist()):
+            if i in ids:
+                out.setdefault(i % 2, []).append((path, pos))
+    return {
+        b: pa.table({"file_path": [p for p, _ in ps], "pos": [n for _, n in ps]})
+        for b, ps in out.items()
+    }
+
+
+def partition(t: Table, bucket: int) -> Record:
+    return next(f.file.partition for f in t.scan().plan_files() if f.file.partition[0] == bucket)
+
+
+def new_rows_file(t: Table, tmp_path: Path, ids: list[int], tag: str, bucket: int) -> str:
+    path = tmp_path / "wh" / f"new-{tag}-{bucket}.parquet"
+    pq.write_table(rows(ids, tag), path)
+    return path.resolve().as_uri()
+
+
+def test_replaced_rows_are_deleted_by_position_and_the_new_ones_read(
+    table: Table, tmp_path: Path
+) -> None:
+    before_id = table.current_snapshot().snapshot_id  # type: ignore[union-attr]
+    changed = {2, 4, 5}  # buckets 0 and 1
+    where = positions(table, changed)
+    deletes = [
+        write_position_deletes(
+            table, tmp_path / "wh" / f"del-{b}.parquet", pos, partition(table, b)
+        )
+        for b, pos in sorted(where.items())
+    ]
+    new = [
+        new_rows_file(table, tmp_path, [i for i in sorted(changed) if i % 2 == b], "w", b)
+        for b in (0, 1)
+    ]
+    data = list(to_data_files(table.metadata, new, table.io))
+    snap = append_with_deletes(table, data, deletes, {"recon.hour": "2026-01-01T01"})
+    table.refresh()
+    assert table.current_snapshot().snapshot_id == snap  # type: ignore[union-attr]
+    want = {i: ("w" if i in changed else "v") + str(i) for i in range(10)}
+    assert current(table) == want
+    # the snapshot before still reads what it held: time travel and rollback keep working
+    assert current(table, before_id) == {i: f"v{i}" for i in range(10)}
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary.operation.value == "overwrite"
+    assert summary["added-position-deletes"] == "3"
+    assert summary["added-delete-files"] == "2"
+    assert summary["added-data-files"] == "2"
+    assert summary["added-records"] == "3"
+    assert summary["recon.hour"] == "2026-01-01T01"
+    # engines that match deletes by partition (Spark's and Trino's Iceberg) read the manifest
+    # list's content, the manifest's own header, and each delete file's partition
+    added = [
+        m for m in table.current_snapshot().manifests(table.io)  # type: ignore[union-attr]
+        if m.added_snapshot_id == snap
+    ]  # fmt: skip
+    kinds = sorted(m.content.name for m in added)
+    assert kinds == ["DATA", "DELETES"]
+    (dm,) = [m for m in added if m.content == ManifestContent.DELETES]
+    with open(dm.manifest_path.removeprefix("file://"), "rb") as f:
+        assert b"content\x0edeletes" in f.read(4096)  # Avro metadata: key, then value
+    entries = dm.fetch_manifest_entry(table.io)
+    assert {e.data_file.content for e in entries} == {DataFileContent.POSITION_DELETES}
+    assert sorted(e.data_file.partition[0] for e in entries) == [0, 1]
+    for e in entries:
+        paths = pq.read_table(e.data_file.file_path.removeprefix("file://"))["file_path"]
+        (target,) = {
+            t.file for t in table.scan(snapshot_id=before_id).plan_files()
+            if t.file.file_path in paths.to_pylist()
+        }  # fmt: skip
+        assert e.data_file.partition == target.partition
+
+
+def test_a_delete_file_reaches_only_its_partitions_data_files(table: Table, tmp_path: Path) -> None:
+    """A position delete names a data file's path, and is filed under a partition: rows of the
+    same place in another bucket's file stay."""
+    where = positions(table, {4})
+    (b, pos), = where.items()  # fmt: skip
+    d = write_position_deletes(table, tmp_path / "wh" / "del.parquet", pos, partition(table, b))
+    append_with_deletes(table, [], [d])
+    table.refresh()
+    assert current(table) == {i: f"v{i}" for i in range(10) if i != 4}
+    # an append of data files alone is an APPEND, as pyiceberg's own would be
+    more = list(
+        to_data_files(table.metadata, [new_rows_file(table, tmp_path, [10], "v", 0)], table.io)
+    )
+    append_with_deletes(table, more, [])
+    table.refresh()
+    assert table.current_snapshot().summary.operation.value == "append"  # type: ignore[union-attr]
+    assert current(table) == {i: f"v{i}" for i in range(11) if i != 4}
