@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -49,24 +48,25 @@ POSITION_DELETE_SCHEMA = pa.schema(
 
 
 def write_position_deletes(
-    table: Table, path: Path, rows: pa.Table, partition: Record, spec_id: int = 0
+    table: Table, location: str, rows: pa.Table, partition: Record, spec_id: int = 0
 ) -> DataFile:
-    """A position-delete file at `path` of `rows` (`file_path`, `pos`: the rows deleted), sorted
-    as the spec requires (by path, then position), for data files of `partition`."""
+    """A position-delete file at `location` (a URI the table's FileIO writes: the warehouse's
+    file system or object store) of `rows` (`file_path`, `pos`: the rows deleted), sorted as
+    the spec requires (by path, then position), for data files of `partition`."""
     if table.format_version < 2:
         raise ValueError(f"table {table.name()} is Iceberg v1: it cannot hold position deletes")
     rows = rows.select(["file_path", "pos"]).cast(POSITION_DELETE_SCHEMA)
     rows = rows.sort_by([("file_path", "ascending"), ("pos", "ascending")])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(rows, path)
+    with table.io.new_output(location).create() as out:
+        pq.write_table(rows, out)
     return DataFile.from_args(
         _table_format_version=table.format_version,
         content=DataFileContent.POSITION_DELETES,
-        file_path=path.resolve().as_uri(),
+        file_path=location,
         file_format=FileFormat.PARQUET,
         partition=partition,
         record_count=rows.num_rows,
-        file_size_in_bytes=path.stat().st_size,
+        file_size_in_bytes=len(table.io.new_input(location)),
         spec_id=spec_id,
         # not `referenced_data_file`: a file may delete rows of several data files
     )

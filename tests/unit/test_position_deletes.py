@@ -70,6 +70,10 @@ def positions(t: Table, ids: set[int]) -> dict[int, pa.Table]:
     }
 
 
+def uri(tmp_path: Path, name: str) -> str:
+    return (tmp_path / "wh" / f"{name}.parquet").resolve().as_uri()
+
+
 def partition(t: Table, bucket: int) -> Record:
     return next(f.file.partition for f in t.scan().plan_files() if f.file.partition[0] == bucket)
 
@@ -87,9 +91,7 @@ def test_replaced_rows_are_deleted_by_position_and_the_new_ones_read(
     changed = {2, 4, 5}  # buckets 0 and 1
     where = positions(table, changed)
     deletes = [
-        write_position_deletes(
-            table, tmp_path / "wh" / f"del-{b}.parquet", pos, partition(table, b)
-        )
+        write_position_deletes(table, uri(tmp_path, f"del-{b}"), pos, partition(table, b))
         for b, pos in sorted(where.items())
     ]
     new = [
@@ -139,7 +141,7 @@ def test_a_delete_file_reaches_only_its_partitions_data_files(table: Table, tmp_
     same place in another bucket's file stay."""
     where = positions(table, {4})
     (b, pos), = where.items()  # fmt: skip
-    d = write_position_deletes(table, tmp_path / "wh" / "del.parquet", pos, partition(table, b))
+    d = write_position_deletes(table, uri(tmp_path, "del"), pos, partition(table, b))
     append_with_deletes(table, [], [d])
     table.refresh()
     assert current(table) == {i: f"v{i}" for i in range(10) if i != 4}
