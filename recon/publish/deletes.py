@@ -53,8 +53,11 @@ def write_position_deletes(
     """A position-delete file at `location` (a URI the table's FileIO writes: the warehouse's
     file system or object store) of `rows` (`file_path`, `pos`: the rows deleted), sorted as
     the spec requires (by path, then position), for data files of `partition`."""
-    if table.format_version < 2:
-        raise ValueError(f"table {table.name()} is Iceberg v1: it cannot hold position deletes")
+    if table.format_version != 2:  # v1 has no deletes; v3 writes deletion vectors instead
+        raise ValueError(
+            f"table {table.name()} is Iceberg v{table.format_version}: position-delete files "
+            "are written for v2 tables only"
+        )
     rows = rows.select(["file_path", "pos"]).cast(POSITION_DELETE_SCHEMA)
     rows = rows.sort_by([("file_path", "ascending"), ("pos", "ascending")])
     with table.io.new_output(location).create() as out:

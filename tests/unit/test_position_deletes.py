@@ -153,3 +153,12 @@ def test_a_delete_file_reaches_only_its_partitions_data_files(table: Table, tmp_
     table.refresh()
     assert table.current_snapshot().summary.operation.value == "append"  # type: ignore[union-attr]
     assert current(table) == {i: f"v{i}" for i in range(11) if i != 4}
+
+
+def test_only_a_v2_table_gets_position_delete_files(tmp_path: Path) -> None:
+    cat = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("n")
+    v1 = cat.create_table("n.v1", SCHEMA, properties={"format-version": "1"})
+    some = pa.table({"file_path": ["f"], "pos": [0]})
+    with pytest.raises(ValueError, match="Iceberg v1: position-delete files are written for v2"):
+        write_position_deletes(v1, uri(tmp_path, "d"), some, Record())
