@@ -30,6 +30,7 @@ from recon.hours import format_hour, parse_hour
 from recon.layout import has_parquet
 from recon.merge.snapshot import load_watermark, read_snapshot_folder
 from recon.merge.state import checksum_of, checksum_sums
+from recon.publish.deletes import read_snapshot_files
 from recon.publish.iceberg import load_table, snapshot_at_hour
 
 SAMPLES = 5
@@ -84,16 +85,14 @@ def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | 
     snap = table.snapshot_by_id(snap_id) if snap_id is not None else table.current_snapshot()
     if snap is None:
         raise ReconError(f"{name} has no published version yet; run the pipeline first")
-    files = [t.file.file_path for t in table.scan(snapshot_id=snap.snapshot_id).plan_files()]
     props = table.properties
     logical = json.loads(props.get("recon.logical-types", "{}"))
     cols = [f.name for f in table.schema().fields if not f.name.startswith("_cdc_")]
     pk = json.loads(props.get("recon.primary-key", "[]"))
-    df = (
-        spark.read.option("mergeSchema", "true").parquet(*files)
-        if files
-        else spark.createDataFrame([], "x int")
-    )
+    # the snapshot's rows: its data files, with any position deletes applied
+    df = read_snapshot_files(spark, table, snap.snapshot_id)
+    if df is None:
+        df = spark.createDataFrame([], "x int")
     for c in cols:
         if c not in df.columns:
             df = df.withColumn(c, F.lit(None).cast("string"))  # added after these files

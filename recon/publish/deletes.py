@@ -34,6 +34,8 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 # the Iceberg spec's reserved field ids of a position-delete file's columns
 FILE_PATH_ID = 2147483546
@@ -149,3 +151,35 @@ def append_with_deletes(
     snapshot_id = tx.table_metadata.current_snapshot_id
     tx.commit_transaction()
     return snapshot_id
+
+
+def _iceberg_uri(path: Column) -> Column:
+    """Spark's `_metadata.file_path` of a local file (`file:/x`, or `file:///x`) as Iceberg's
+    manifests and position deletes name it (`file:///x`); other schemes are left as they are."""
+    return F.regexp_replace(path, r"^file:/+", "file:///")
+
+
+def read_snapshot_files(
+    spark: SparkSession, table: Table, snapshot_id: int | None = None
+) -> DataFrame | None:
+    """A snapshot's rows read by Spark from its data files, its position deletes applied (an
+    anti-join on the data file and the row's place in it); None when it has no data file.
+    pyiceberg's scan decides which delete files reach which data files (by sequence number)."""
+    tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+    if not tasks:
+        return None
+    df = spark.read.option("mergeSchema", "true").parquet(*[t.file.file_path for t in tasks])
+    deletes = sorted({d.file_path for t in tasks for d in t.delete_files})
+    if not deletes:
+        return df
+    deleted = spark.read.parquet(*deletes).select(
+        F.col("file_path").alias("_del_path"), F.col("pos").alias("_del_pos")
+    )
+    placed = df.select(
+        "*",
+        _iceberg_uri(F.col("_metadata.file_path")).alias("_del_path"),
+        F.col("_metadata.row_index").alias("_del_pos"),
+    )
+    return placed.join(deleted, ["_del_path", "_del_pos"], "left_anti").drop(
+        "_del_path", "_del_pos"
+    )

@@ -53,7 +53,8 @@ def table(tmp_path: Path) -> Table:
 
 def current(t: Table, snapshot_id: int | None = None) -> dict[int, str]:
     got = t.scan(snapshot_id=snapshot_id).to_arrow().to_pylist()
-    return {r["id"]: r["v"] for r in sorted(got, key=lambda r: r["id"])}
+    assert len({r["id"] for r in got}) == len(got), f"a key read twice: {got}"
+    return {r["id"]: r["v"] for r in got}
 
 
 def positions(t: Table, ids: set[int]) -> dict[int, pa.Table]:
