@@ -14,7 +14,6 @@ holds them to the pinned version.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -142,7 +141,6 @@ def append_with_deletes(
         operation=Operation.OVERWRITE if deletes else Operation.APPEND,
         transaction=tx,
         io=table.io,
-        commit_uuid=uuid.uuid4(),
         snapshot_properties=snapshot_properties or {},
     )
     with producer:
@@ -163,8 +161,9 @@ def read_snapshot_files(
     spark: SparkSession, table: Table, snapshot_id: int | None = None
 ) -> DataFrame | None:
     """A snapshot's rows read by Spark from its data files, its position deletes applied (an
-    anti-join on the data file and the row's place in it); None when it has no data file.
-    pyiceberg's scan decides which delete files reach which data files (by sequence number)."""
+    anti-join on the data file and the row's place in it); None when it has no data file. A
+    position delete names its data file by path, and no later file takes that path, so the
+    snapshot's delete files are applied to all its data files at once."""
     tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
     if not tasks:
         return None
