@@ -22,6 +22,8 @@ class PublishResult(TypedDict):
     snapshot_id: int | None
     files_added: NotRequired[int]
     files_removed: NotRequired[int]
+    deletes_added: NotRequired[int]
+    """Position-delete files added (merge-on-read: the rows the new ones replace)."""
     table: NotRequired[str]
     uncastable: NotRequired[dict[str, int]]
     """Column -> values that do not fit its published type (published as NULL)."""

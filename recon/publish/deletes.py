@@ -14,11 +14,15 @@ holds them to the pinned version.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
@@ -29,9 +33,9 @@ from pyiceberg.manifest import (
     ManifestFile,
     ManifestWriterV2,
 )
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table, Transaction
 from pyiceberg.table.snapshots import Operation, Summary
-from pyiceberg.table.update.snapshot import _FastAppendFiles
+from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.typedef import Record
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -63,17 +67,28 @@ def write_position_deletes(
     rows = rows.sort_by([("file_path", "ascending"), ("pos", "ascending")])
     with table.io.new_output(location).create() as out:
         pq.write_table(rows, out)
-    return DataFile.from_args(
+    return _delete_file(
+        table, location, partition, rows.num_rows, len(table.io.new_input(location)), spec_id
+    )
+
+
+def _delete_file(
+    table: Table, location: str, partition: Record, rows: int, size: int, spec_id: int
+) -> DataFile:
+    """A position-delete file's record (not `referenced_data_file`: a file may delete rows of
+    several data files). Its spec id is set apart: `from_args` leaves it out (it is not
+    written in the manifest), and pyiceberg's summary of a snapshot removing it reads it."""
+    df = DataFile.from_args(
         _table_format_version=table.format_version,
         content=DataFileContent.POSITION_DELETES,
         file_path=location,
         file_format=FileFormat.PARQUET,
         partition=partition,
-        record_count=rows.num_rows,
-        file_size_in_bytes=len(table.io.new_input(location)),
-        spec_id=spec_id,
-        # not `referenced_data_file`: a file may delete rows of several data files
+        record_count=rows,
+        file_size_in_bytes=size,
     )
+    df.spec_id = spec_id
+    return df
 
 
 class _DeleteManifestWriter(ManifestWriterV2):
@@ -85,26 +100,63 @@ class _DeleteManifestWriter(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
-class _AppendWithDeletes(_FastAppendFiles):
-    """A fast append whose snapshot also adds `deletes` (position-delete files)."""
+class _ReplaceFiles(_OverwriteFiles):
+    """An overwrite whose snapshot also adds `add_deletes` (position-delete files) and drops
+    `drop_deletes` (delete files of data files it removes). pyiceberg's own overwrite keeps
+    every delete manifest as it is, and would rewrite one that lost entries as a data manifest:
+    this one rewrites it as a delete manifest (`_DeleteManifestWriter`)."""
 
-    def __init__(self, deletes: Sequence[DataFile], **kwargs: Any) -> None:
+    def __init__(
+        self, add_deletes: Sequence[DataFile], drop_deletes: Sequence[DataFile], **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
-        self._deletes = list(deletes)
+        self._add_deletes = list(add_deletes)
+        self._drop_deletes = list(drop_deletes)
 
-    def _manifests(self) -> list[ManifestFile]:
-        manifests = super()._manifests()
-        if not self._deletes:
-            return manifests
-        meta = self._transaction.table_metadata
-        with _DeleteManifestWriter(
-            spec=meta.spec(),
+    def _delete_writer(self, spec_id: int) -> _DeleteManifestWriter:
+        return _DeleteManifestWriter(
+            spec=self.spec(spec_id),
             schema=self.schema(),
             output_file=self.new_manifest_output(),
             snapshot_id=self._snapshot_id,
             avro_compression=self._compression,
-        ) as writer:
-            for df in self._deletes:
+        )
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        manifests = super()._existing_manifests()
+        drop = {d.file_path for d in self._drop_deletes}
+        if not drop:
+            return manifests
+        out = []
+        for m in manifests:
+            if m.content != ManifestContent.DELETES:
+                out.append(m)
+                continue
+            entries = m.fetch_manifest_entry(io=self._io, discard_deleted=True)
+            keep = [e for e in entries if e.data_file.file_path not in drop]
+            if len(keep) == len(entries):
+                out.append(m)
+            elif keep:
+                with self._delete_writer(m.partition_spec_id) as writer:
+                    for e in keep:
+                        writer.add_entry(
+                            ManifestEntry.from_args(
+                                status=ManifestEntryStatus.EXISTING,
+                                snapshot_id=e.snapshot_id,
+                                sequence_number=e.sequence_number,
+                                file_sequence_number=e.file_sequence_number,
+                                data_file=e.data_file,
+                            )
+                        )
+                out.append(writer.to_manifest_file())
+        return out
+
+    def _manifests(self) -> list[ManifestFile]:
+        manifests = super()._manifests()
+        if not self._add_deletes:
+            return manifests
+        with self._delete_writer(self._transaction.table_metadata.default_spec_id) as writer:
+            for df in self._add_deletes:
                 writer.add(
                     ManifestEntry.from_args(
                         status=ManifestEntryStatus.ADDED,
@@ -117,14 +169,53 @@ class _AppendWithDeletes(_FastAppendFiles):
         return [*manifests, writer.to_manifest_file()]
 
     def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:
-        """pyiceberg's summary counts the added data files; the delete files join it (their
-        counts: `added-delete-files`, `added-position-deletes`, `total-position-deletes`)."""
-        added = self._added_data_files
-        self._added_data_files = [*added, *self._deletes]
+        """pyiceberg's summary counts the data files added and removed; the delete files join
+        it (`added-delete-files`, `added-position-deletes`, `removed-position-deletes`, and the
+        totals)."""
+        added, removed = self._added_data_files, self._deleted_data_files
+        self._added_data_files = [*added, *self._add_deletes]
+        self._deleted_data_files = {*removed, *self._drop_deletes}
         try:
             return super()._summary(snapshot_properties or {})
         finally:
-            self._added_data_files = added
+            self._added_data_files, self._deleted_data_files = added, removed
+
+
+@dataclass
+class FileChanges:
+    """What one snapshot removes and adds: data files and position-delete files."""
+
+    add_data: Sequence[DataFile] = ()
+    remove_data: Sequence[DataFile] = ()
+    add_deletes: Sequence[DataFile] = ()
+    remove_deletes: Sequence[DataFile] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.add_data or self.remove_data or self.add_deletes or self.remove_deletes)
+
+
+def replace_files(
+    tx: Transaction,
+    io: FileIO,
+    files: FileChanges,
+    snapshot_properties: dict[str, str] | None = None,
+) -> None:
+    """In transaction `tx`, one snapshot that removes and adds data and delete files
+    (`FileChanges`): an OVERWRITE when it removes or deletes a row, else an APPEND."""
+    replaces = bool(files.remove_data or files.add_deletes or files.remove_deletes)
+    producer = _ReplaceFiles(
+        files.add_deletes,
+        files.remove_deletes,
+        operation=Operation.OVERWRITE if replaces else Operation.APPEND,
+        transaction=tx,
+        io=io,
+        snapshot_properties=snapshot_properties or {},
+    )
+    with producer:
+        for df in files.remove_data:
+            producer.delete_data_file(df)
+        for df in files.add_data:
+            producer.append_data_file(df)
 
 
 def append_with_deletes(
@@ -136,49 +227,101 @@ def append_with_deletes(
     """One snapshot (an OVERWRITE: rows are replaced) adding `data_files` and the position
     `deletes`; returns its id."""
     tx = table.transaction()
-    producer = _AppendWithDeletes(
-        deletes,
-        operation=Operation.OVERWRITE if deletes else Operation.APPEND,
-        transaction=tx,
-        io=table.io,
-        snapshot_properties=snapshot_properties or {},
-    )
-    with producer:
-        for df in data_files:
-            producer.append_data_file(df)
+    replace_files(tx, table.io, FileChanges(data_files, (), deletes), snapshot_properties)
     snapshot_id = tx.table_metadata.current_snapshot_id
     tx.commit_transaction()
     return snapshot_id
 
 
-def _iceberg_uri(path: Column) -> Column:
-    """Spark's `_metadata.file_path` of a local file (`file:/x`, or `file:///x`) as Iceberg's
-    manifests and position deletes name it (`file:///x`); other schemes are left as they are."""
-    return F.regexp_replace(path, r"^file:/+", "file:///")
+def local_form(path: Column) -> Column:
+    """A file's path in one form whoever wrote it: a local file as a bare absolute path (Spark's
+    `_metadata.file_path` reads `file:/x`, pyiceberg's manifests hold `file:///x` or `/x`);
+    other schemes are left as they are."""
+    return F.regexp_replace(path, r"^file:/+", "/")
+
+
+def _placed(
+    spark: SparkSession, tasks: Sequence[FileScanTask], columns: Sequence[str]
+) -> DataFrame:
+    """`columns` of the tasks' data files, each row with its file's path (`_del_path`, in
+    `local_form`) and its place in it (`_del_pos`), position deletes applied (an anti-join on
+    the two). A position delete names its data file by path, and no later file takes that
+    path, so the tasks' delete files are applied to all their data files at once."""
+    df = spark.read.option("mergeSchema", "true").parquet(*[t.file.file_path for t in tasks])
+    placed = df.select(
+        *columns,
+        local_form(F.col("_metadata.file_path")).alias("_del_path"),
+        F.col("_metadata.row_index").alias("_del_pos"),
+    )
+    deletes = sorted({d.file_path for t in tasks for d in t.delete_files})
+    if not deletes:
+        return placed
+    deleted = spark.read.parquet(*deletes).select(
+        local_form(F.col("file_path")).alias("_del_path"), F.col("pos").alias("_del_pos")
+    )
+    return placed.join(deleted, ["_del_path", "_del_pos"], "left_anti")
 
 
 def read_snapshot_files(
     spark: SparkSession, table: Table, snapshot_id: int | None = None
 ) -> DataFrame | None:
-    """A snapshot's rows read by Spark from its data files, its position deletes applied (an
-    anti-join on the data file and the row's place in it); None when it has no data file. A
-    position delete names its data file by path, and no later file takes that path, so the
-    snapshot's delete files are applied to all its data files at once."""
+    """A snapshot's rows read by Spark from its data files, its position deletes applied; None
+    when it has no data file."""
     tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
     if not tasks:
         return None
-    df = spark.read.option("mergeSchema", "true").parquet(*[t.file.file_path for t in tasks])
-    deletes = sorted({d.file_path for t in tasks for d in t.delete_files})
-    if not deletes:
-        return df
-    deleted = spark.read.parquet(*deletes).select(
-        F.col("file_path").alias("_del_path"), F.col("pos").alias("_del_pos")
+    return _placed(spark, tasks, ["*"]).drop("_del_path", "_del_pos")
+
+
+def live_positions(
+    spark: SparkSession, tasks: Sequence[FileScanTask], columns: Sequence[str]
+) -> DataFrame:
+    """The rows the tasks' data files still publish: `columns`, and each row's `file_path` (as
+    the table's manifests name its file) and `pos`, the two a position delete names it by."""
+    named = spark.createDataFrame(
+        sorted({(_local(t.file.file_path), t.file.file_path) for t in tasks}),
+        "_del_path string, file_path string",
     )
-    placed = df.select(
-        "*",
-        _iceberg_uri(F.col("_metadata.file_path")).alias("_del_path"),
-        F.col("_metadata.row_index").alias("_del_pos"),
+    return (
+        _placed(spark, tasks, columns)
+        .join(F.broadcast(named), "_del_path")
+        .select(*columns, "file_path", F.col("_del_pos").alias("pos"))
     )
-    return placed.join(deleted, ["_del_path", "_del_pos"], "left_anti").drop(
-        "_del_path", "_del_pos"
+
+
+def _local(path: str) -> str:
+    """`local_form` of one path, in Python."""
+    return re.sub(r"^file:/+", "/", path)
+
+
+def write_delete_files(
+    spark: SparkSession, table: Table, positions: DataFrame, out: Path
+) -> list[DataFile]:
+    """Spark writes position-delete files of `positions` (`file_path`, `pos`, and the bucket
+    of their data files, `_cdc_bucket`) into folder `out`, one a bucket (a delete file belongs
+    to its data files' partition), sorted by path and position as the spec requires, with the
+    spec's reserved field ids; the files, for the commit."""
+    if table.format_version != 2:
+        raise ValueError(
+            f"table {table.name()} is Iceberg v{table.format_version}: position-delete files "
+            "are written for v2 tables only"
+        )
+    ids = {"file_path": FILE_PATH_ID, "pos": POS_ID}
+    (
+        positions.select(
+            *[F.col(c).alias(c, metadata={"parquet.field.id": i}) for c, i in ids.items()],
+            F.col("_cdc_bucket").alias("_pb"),
+        )
+        .repartition("_pb")
+        .sortWithinPartitions("file_path", "pos")
+        .write.mode("errorifexists")
+        .partitionBy("_pb")
+        .parquet(str(out))
     )
+    spec_id = table.spec().spec_id
+    files = []
+    for p in sorted(out.glob("_pb=*/*.parquet")):
+        bucket = int(p.parent.name.removeprefix("_pb="))
+        rows = pq.read_metadata(p).num_rows  # the footer only
+        files.append(_delete_file(table, str(p), Record(bucket), rows, p.stat().st_size, spec_id))
+    return files

@@ -15,6 +15,7 @@ they are). Each hour's version is tagged `hour-<hour>`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from pyiceberg import types as IT
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import In
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table import _parquet_files_to_data_files as to_data_files
 from pyiceberg.table.update.snapshot import ManageSnapshots
@@ -41,6 +43,7 @@ from recon.errors import ConfigError, NoVersionAtHourError, ReconError, TableNot
 from recon.faults import checkpoint
 from recon.layout import read_json, table_data_run
 from recon.merge.result import PublishResult
+from recon.publish.deletes import FileChanges, live_positions, replace_files, write_delete_files
 from recon.spark.session import job_named, sql_conf
 
 META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
@@ -175,12 +178,14 @@ def publish_table(
     attempt: tuple[str, str, str],
     checked: tuple[dict[str, int], int],
     replace_all: bool = False,
+    replaced: DataFrame | None = None,
 ) -> PublishResult:
     """Write the live rows of the touched buckets and commit them in one Iceberg snapshot.
     `attempt`: (run id, hour, attempt) naming the folder this attempt writes (`table_data_run`);
     only files of that folder are committed. `checked`: what the merge counted over the rows
     written (`unfit_value_checks` of `row`): values published as NULL per column, and duplicate keys
-    (must be 0)."""
+    (must be 0). The touched buckets' files are replaced whole (copy-on-write), unless
+    `replaced` is given (merge-on-read: `_replaced_rows`)."""
     cat = get_catalog(cfg)
     ident = identifier(cat, cfg, name)
     table = _load_or_none(cat, ident)
@@ -199,24 +204,24 @@ def publish_table(
     missing = [f.name for f in arrow_schema if f.name not in added]
     promoted = _promotions(schema, existing)
     if not touched and not missing and not promoted and not moved and not replace_all:
-        tag_hour(table, props["recon.hour"], _current_id(table))
-        return {
-            "committed": False,
-            "snapshot_id": _current_id(table),
-            "files_added": 0,
-            "files_removed": 0,
-        }
+        sid = _current_id(table)
+        tag_hour(table, props["recon.hour"], sid)
+        return {"committed": False, "snapshot_id": sid, "files_added": 0, "files_removed": 0}
     out = table_data_run(local_path(table.location()), *attempt)
     new_files = _write_data_files(spark, typed, touched, out)
+    if replaced is None or replace_all:
+        files = _replaced_buckets(table, touched, replace_all)
+    else:
+        files = _replaced_rows(spark, table, (schema, existing), replaced, touched, out / "_del")
     checkpoint("publish:files-written")
-    evolve = (moved, missing, promoted)
-    old = _commit(table, schema, arrow_schema, evolve, touched, replace_all, new_files, props)
+    _commit(table, schema, arrow_schema, (moved, missing, promoted), new_files, files, props)
     table = cat.load_table(ident)
     return {
         "committed": True,
         "snapshot_id": _current_id(table),
         "files_added": len(new_files),
-        "files_removed": old,
+        "files_removed": len(files.remove_data),
+        "deletes_added": len(files.add_deletes),
         "table": ".".join(ident),
         "uncastable": uncastable,
         "duplicate_keys": dup_keys,
@@ -386,18 +391,80 @@ def _renames_and_drops(schema: TableSchema, existing: dict[str, str]) -> dict[st
     return out
 
 
+def _replaced_buckets(table: Table, touched: list[int], replace_all: bool) -> FileChanges:
+    """Copy-on-write: the touched buckets' data files (every file: `replace_all`) and their
+    position deletes, to remove."""
+    if replace_all:
+        tasks = list(table.scan().plan_files())
+    elif touched:
+        in_touched = In("_cdc_bucket", set(touched))  # type: ignore[call-arg,arg-type]
+        tasks = list(table.scan(row_filter=in_touched).plan_files())
+    else:
+        tasks = []
+    deletes = {d.file_path: d for t in tasks for d in t.delete_files}
+    return FileChanges(remove_data=[t.file for t in tasks], remove_deletes=list(deletes.values()))
+
+
+def _replaced_rows(
+    spark: SparkSession,
+    table: Table,
+    types: tuple[TableSchema, dict[str, str]],
+    replaced: DataFrame,
+    touched: list[int],
+    out: Path,
+) -> FileChanges:
+    """Merge-on-read: the new rows are those of the keys the hour changed, and `replaced`
+    the keys (`key`, `bucket`) whose published rows they replace: the position deletes of
+    those rows (written into `out`), which the snapshot adds beside the new rows, the buckets'
+    other files kept."""
+    where = _replaced_positions(spark, table, types, replaced, touched)
+    return FileChanges(add_deletes=write_delete_files(spark, table, where, out))
+
+
+def _replaced_positions(
+    spark: SparkSession,
+    table: Table,
+    types: tuple[TableSchema, dict[str, str]],
+    replaced: DataFrame,
+    touched: list[int],
+) -> DataFrame:
+    """Where the table publishes the rows of the `replaced` keys (their key text, `key`; their
+    `bucket`): their data file, place in it and bucket, found by a scan of the touched buckets'
+    files, their key columns only (a semi-join with the keys, typed as published: `types`, the
+    schema and the types readers already see)."""
+    schema, existing = types
+    pk = list(schema.primary_key)
+    in_touched = In("_cdc_bucket", set(touched))  # type: ignore[call-arg,arg-type]
+    tasks = list(table.scan(row_filter=in_touched).plan_files()) if touched else []
+    if not tasks:
+        return spark.createDataFrame([], "file_path string, pos bigint, _cdc_bucket int")
+    # the key text is the JSON array of the key columns' texts (`pk_key`): as a row of them,
+    # typed by the expressions that typed the published rows
+    texts = F.from_json("key", "array<string>")
+    krow = F.map_from_arrays(F.array(*[F.lit(c) for c in pk]), texts)
+    exprs = dict(
+        zip([c for c, _ in schema.columns], _column_exprs(schema, existing, "_k"), strict=True)
+    )
+    keys = replaced.select(F.col("bucket").cast("int").alias("_cdc_bucket"), krow.alias("_k"))
+    typed = keys.select("_cdc_bucket", *[F.expr(exprs[c]).alias(c) for c in pk])
+    where = live_positions(spark, tasks, [*pk, "_cdc_bucket"])
+    return where.join(F.broadcast(typed), [*pk, "_cdc_bucket"], "left_semi").select(
+        "file_path", "pos", "_cdc_bucket"
+    )
+
+
 def _commit(
     table: Table,
     schema: TableSchema,
     arrow_schema: pa.Schema,
     evolve: tuple[dict[str, str | None], list[str], dict[str, IT.PrimitiveType]],
-    touched: list[int],
-    replace_all: bool,
     new_files: list[str],
+    files: FileChanges,
     props: dict[str, str],
-) -> int:
-    """One OVERWRITE snapshot: the touched buckets' old files out, the new ones in. Returns how
-    many files it removed."""
+) -> None:
+    """One snapshot of `files` and the data files `new_files` (the touched buckets' old files
+    out and the new ones in, or the new rows in and position deletes of the rows they
+    replace), with the schema's changes and the hour's tag, in one commit."""
     moved, missing, promoted = evolve
     tx = table.transaction()
     tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
@@ -414,24 +481,14 @@ def _commit(
                 us.update_column(c, field_type=t)
             if missing:
                 us.union_by_name(arrow_schema)
-    if replace_all:
-        old = [t.file for t in table.scan().plan_files()]
-    elif touched:
-        in_touched = In("_cdc_bucket", set(touched))  # type: ignore[call-arg,arg-type]
-        old = [t.file for t in table.scan(row_filter=in_touched).plan_files()]
-    else:
-        old = []
-    with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
-        for df in old:
-            ow.delete_data_file(df)
-        for df in to_data_files(tx.table_metadata, new_files, table.io):
-            ow.append_data_file(df)
+    # read against the schema the transaction has evolved to
+    added = list(to_data_files(tx.table_metadata, new_files, table.io))
+    replace_files(tx, table.io, dataclasses.replace(files, add_data=added), props)
     new_id = tx.table_metadata.current_snapshot_id
     if new_id is not None:
         with ManageSnapshots(tx) as ms:  # the hour's tag moves with it, in the same commit
             ms.create_tag(new_id, hour_tag(props["recon.hour"]))
     tx.commit_transaction()
-    return len(old)
 
 
 def hour_tag(hour: str) -> str:
@@ -534,13 +591,9 @@ def restore_version(
     current = _current_id(table)
     if current == target:
         return {"table": name, "snapshot_id": current, "restored_from": target, "committed": False}
-    keep = (
-        {t.file.file_path: t.file for t in table.scan(snapshot_id=target).plan_files()}
-        if target is not None
-        else {}
-    )
-    now = {t.file.file_path: t.file for t in table.scan().plan_files()}
-    if keep.keys() == now.keys():  # the same content: nothing to commit
+    keep, keep_del = _files_of(table, target)
+    now, now_del = _files_of(table, current)
+    if keep.keys() == now.keys() and keep_del.keys() == now_del.keys():  # the same content
         return {"table": name, "snapshot_id": current, "restored_from": target, "committed": False}
     props = {
         "recon.pipeline": cfg.name,
@@ -554,13 +607,13 @@ def restore_version(
     if "recon.schema-version" in tprops:
         props["recon.schema-version"] = tprops["recon.schema-version"]
     tx = table.transaction()
-    with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
-        for path, df in now.items():
-            if path not in keep:
-                ow.delete_data_file(df)
-        for path, df in keep.items():
-            if path not in now:
-                ow.append_data_file(df)
+    files = FileChanges(
+        [df for p, df in keep.items() if p not in now],
+        [df for p, df in now.items() if p not in keep],
+        [d for p, d in keep_del.items() if p not in now_del],
+        [d for p, d in now_del.items() if p not in keep_del],
+    )
+    replace_files(tx, table.io, files, props)
     tx.commit_transaction()
     table = load_table(cfg, name)
     return {
@@ -569,6 +622,19 @@ def restore_version(
         "restored_from": target,
         "committed": True,
     }
+
+
+def _files_of(
+    table: Table, snapshot_id: int | None
+) -> tuple[dict[str, DataFile], dict[str, DataFile]]:
+    """A snapshot's data files and position-delete files, by path."""
+    if snapshot_id is None:
+        return {}, {}
+    tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+    return (
+        {t.file.file_path: t.file for t in tasks},
+        {d.file_path: d for t in tasks for d in t.delete_files},
+    )
 
 
 def history(table: Table) -> list[dict[str, Any]]:

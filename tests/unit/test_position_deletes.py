@@ -21,7 +21,12 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
-from recon.publish.deletes import append_with_deletes, write_position_deletes
+from recon.publish.deletes import (
+    FileChanges,
+    append_with_deletes,
+    replace_files,
+    write_position_deletes,
+)
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -163,3 +168,42 @@ def test_only_a_v2_table_gets_position_delete_files(tmp_path: Path) -> None:
     some = pa.table({"file_path": ["f"], "pos": [0]})
     with pytest.raises(ValueError, match="Iceberg v1: position-delete files are written for v2"):
         write_position_deletes(v1, uri(tmp_path, "d"), some, Record())
+
+
+def test_a_bucket_rewritten_drops_its_delete_files_and_keeps_the_others(
+    table: Table, tmp_path: Path
+) -> None:
+    """A bucket rewritten whole (copy-on-write, a compaction) removes its data files and their
+    delete files; the other bucket's delete file, filed in the same delete manifest, stays in
+    force (its manifest rewritten as a manifest of deletes, not of data)."""
+    changed = {2, 5}  # bucket 0 and bucket 1
+    deletes = [
+        write_position_deletes(table, uri(tmp_path, f"del-{b}"), pos, partition(table, b))
+        for b, pos in sorted(positions(table, changed).items())
+    ]
+    append_with_deletes(table, [], deletes)
+    table.refresh()
+    tasks = list(table.scan().plan_files())
+    b0 = [t.file for t in tasks if t.file.partition[0] == 0]
+    b0_deletes = [d for d in deletes if d.partition[0] == 0]
+    rewritten = new_rows_file(table, tmp_path, [0, 2, 4, 6, 8], "r", 0)
+    tx = table.transaction()
+    files = FileChanges(
+        list(to_data_files(table.metadata, [rewritten], table.io)), b0, remove_deletes=b0_deletes
+    )
+    replace_files(tx, table.io, files, {"recon.hour": "2026-01-01T02"})
+    tx.commit_transaction()
+    table.refresh()
+    want = {i: ("r" if i % 2 == 0 else "v") + str(i) for i in range(10) if i != 5}
+    assert current(table) == want
+    snap = table.current_snapshot()
+    assert snap is not None and snap.summary is not None
+    assert snap.summary["total-delete-files"] == "1"
+    assert snap.summary["total-position-deletes"] == "1"
+    live = [
+        (m.content, e.data_file.content, e.data_file.partition[0])
+        for m in snap.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True)
+        if e.data_file.content != DataFileContent.DATA
+    ]
+    assert live == [(ManifestContent.DELETES, DataFileContent.POSITION_DELETES, 1)]
