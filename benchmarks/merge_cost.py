@@ -129,7 +129,9 @@ def _jvm_peak_mb() -> float:
     return round(peak)
 
 
-def run(rows: int, changes: int, buckets: int, base: Path) -> dict[str, Any]:
+def run(
+    rows: int, changes: int, buckets: int, base: Path, write_mode: str = "copy-on-write"
+) -> dict[str, Any]:
     spark = get_spark("recon-bench")
     doc = {
         "name": "bench",
@@ -140,6 +142,7 @@ def run(rows: int, changes: int, buckets: int, base: Path) -> dict[str, Any]:
         "start": H0.isoformat(),
         "tables": {"b.t": {"primary_key": ["id"]}},
         "buckets": buckets,
+        "write_mode": write_mode,
     }
     (base / "bench.yaml").write_text(yaml.safe_dump(doc))
     cfg = load_config(base / "bench.yaml")
@@ -156,7 +159,13 @@ def run(rows: int, changes: int, buckets: int, base: Path) -> dict[str, Any]:
     t = r["tables"]["b.t"]
     man = load_manifest(cfg)
     files = man["tables"]["b.t"]["files"]
-    rewritten = sum(f["state_rows"] for f in files.values() if f["hour"] == format_hour(h1))
+    H1 = format_hour(h1)
+    rewritten = sum(  # a bucket's delta of the hour, or the bucket rewritten by it
+        sum(d["state_rows"] for d in f["deltas"] if d["hour"] == H1)
+        if f.get("deltas")
+        else f["state_rows"] * (f["hour"] == H1)
+        for f in files.values()
+    )
     return {
         "rows": rows,
         "changes": len(keys),
@@ -167,6 +176,8 @@ def run(rows: int, changes: int, buckets: int, base: Path) -> dict[str, Any]:
         "state_rows_rewritten": rewritten,
         "files_removed": t["published"]["files_removed"],
         "files_added": t["published"]["files_added"],
+        "deletes_added": t["published"].get("deletes_added", 0),
+        "write_mode": write_mode,
         "rows_after": t["rows_after"],
         "jvm_peak_mb": _jvm_peak_mb(),
     }
@@ -178,6 +189,9 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--buckets", type=int, nargs="+", default=[16, 256])
     ap.add_argument("--work", default=tempfile.gettempdir(), help="folder for the tables")
+    ap.add_argument(
+        "--write-mode", default="copy-on-write", choices=["copy-on-write", "merge-on-read"]
+    )
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     print(
@@ -192,7 +206,7 @@ def main() -> None:
         for n in args.rows:
             base = Path(tempfile.mkdtemp(prefix="recon-bench-", dir=work))
             try:
-                r = run(n, args.changes, buckets, base)
+                r = run(n, args.changes, buckets, base, args.write_mode)
             finally:
                 shutil.rmtree(base, ignore_errors=True)
             results.append(r)

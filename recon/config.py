@@ -39,7 +39,9 @@ _TOP_KEYS = {
     "catalog",
     "buckets",
     "retention_hours",
+    "write_mode",
 }
+WRITE_MODES = ("copy-on-write", "merge-on-read")
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 
@@ -95,6 +97,9 @@ class PipelineConfig:
     catalog: dict[str, str] = field(default_factory=dict)  # pyiceberg catalog properties
     buckets: int = 16  # key-hash buckets of a new table's state (fixed once the table exists)
     retention_hours: int | None = None  # the DAG expires older versions/state (recon expire)
+    # how an hour's changes reach the state and the tables: its buckets rewritten, or the
+    # changed rows added beside them with position deletes (`recon.merge.stage`)
+    write_mode: str = "copy-on-write"
 
     @property
     def dag_id(self) -> str:
@@ -348,7 +353,13 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         raise _fail(
             path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
         )
+    write_mode = data.get("write_mode", "copy-on-write")
+    if write_mode not in WRITE_MODES:
+        raise _fail(
+            path, "write_mode", f"{write_mode!r} is not a mode; use one of {', '.join(WRITE_MODES)}"
+        )
     return PipelineConfig(
+        write_mode=write_mode,
         catalog=catalog,
         buckets=buckets,
         retention_hours=retention,

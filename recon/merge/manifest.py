@@ -21,14 +21,30 @@ from recon.errors import ManifestError, NoSavedStateError, ReconError
 from recon.layout import folder_files, hour_text, read_json, write_json_atomic
 
 
-class BucketFile(TypedDict):
-    """One key-hash bucket of a table's state: the folder written by the run that last touched it."""
+class DeltaFile(TypedDict):
+    """A folder of state rows a merge-on-read hour added to a bucket (`fold_delta`)."""
 
     path: str
     """Relative to `_state/<p>/merge/`."""
+    state_rows: int
+    run_id: str
+    hour: str
+
+
+class BucketFile(TypedDict):
+    """One key-hash bucket of a table's state: the folder written by the run that last
+    rewrote it, and the deltas merge-on-read hours added since (a key's newest row among them
+    is its state row)."""
+
+    path: str
+    """Relative to `_state/<p>/merge/`."""
+    deltas: NotRequired[list[DeltaFile]]
+    """Oldest first; absent or empty: the folder holds the bucket's whole state."""
     rows: int
     """Live rows it publishes."""
     state_rows: int
+    """Rows of its folder and deltas (a key changed since the bucket was rewritten has more
+    than one)."""
     checksum: str
     run_id: str
     hour: str
@@ -73,6 +89,29 @@ class Manifest(TypedDict):
     last_run: NotRequired[dict[str, str]]
     reset: NotRequired[dict[str, Any]]
     rolled_back: NotRequired[dict[str, Any]]
+
+
+def bucket_dirs(f: BucketFile) -> list[str]:
+    """The folders of a bucket's state (relative to `_state/<p>/merge/`): its base, then its
+    deltas."""
+    return [f["path"], *[d["path"] for d in f.get("deltas", [])]]
+
+
+COMPACT_SHARE = 0.5
+"""A bucket whose deltas hold more rows than this share of its base's is rewritten whole by
+its next hour (its deltas folded in: a compaction), so that an hour's scan of the state
+(`old_winners`), and the table's reads, stay near the size of the state's live rows."""
+MAX_DELTAS = 24
+"""A bucket with this many deltas is rewritten whole by its next hour (one folder per hour
+read by every later hour's scan of the bucket)."""
+
+
+def due_for_compaction(f: BucketFile) -> bool:
+    """Whether a bucket's next hour rewrites it (`COMPACT_SHARE`, `MAX_DELTAS`)."""
+    deltas = f.get("deltas", [])
+    added = sum(int(d["state_rows"]) for d in deltas)
+    base = int(f["state_rows"]) - added
+    return len(deltas) >= MAX_DELTAS or added > COMPACT_SHARE * base
 
 
 def empty_manifest() -> Manifest:
@@ -235,11 +274,12 @@ def saved_state(cfg: PipelineConfig, hour: datetime) -> Manifest:
     old: Manifest = read_json(saved)
     for t in old["tables"].values():
         for f in t["files"].values():
-            if not (layout.merge / f["path"]).is_dir():
-                raise NoSavedStateError(
-                    f"the merge state of hour {H} lost {layout.merge / f['path']}; "
-                    f"`recon rebuild --to {H}` gives the same tables"
-                )
+            for d in bucket_dirs(f):
+                if not (layout.merge / d).is_dir():
+                    raise NoSavedStateError(
+                        f"the merge state of hour {H} lost {layout.merge / d}; "
+                        f"`recon rebuild --to {H}` gives the same tables"
+                    )
     return old
 
 

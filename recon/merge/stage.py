@@ -13,6 +13,7 @@ state and published version in force, and re-running converges.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -46,13 +47,17 @@ from recon.merge.contributions import (
     watermark_skips,
 )
 from recon.merge.manifest import (
+    BucketFile,
+    DeltaFile,
     Manifest,
     SnapshotInfo,
     TableEntry,
+    bucket_dirs,
     check_tables,
     checks_digest,
     checks_needed,
     copy_manifest,
+    due_for_compaction,
     load_manifest,
     merged_hours,
     save_manifest,
@@ -70,13 +75,16 @@ from recon.merge.schemas import (
 )
 from recon.merge.snapshot import load_watermark, snapshot_rows
 from recon.merge.state import (
+    DELTA_COLS,
     U64,
     BucketStats,
     EnteredCounts,
     bucket_stats,
     contribution_counts,
     fold,
+    fold_delta,
     live_rows,
+    old_winners,
     skip_counts,
 )
 from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
@@ -163,6 +171,12 @@ class _HourMerge:
     snapshot_for: list[str] = field(default_factory=list)
     snapshot_info: SnapshotInfo | None = None
     touched: dict[str, set[int]] = field(default_factory=dict)
+    mor: list[str] = field(default_factory=list)
+    """The tables this hour merges on read (`merge_on_read`): a delta per touched bucket."""
+    olds: DataFrame = field(init=False)
+    """The merge-on-read tables' changed keys' old winners (`old_winners`), kept on disk."""
+    written: DataFrame = field(init=False)
+    """The state rows this run wrote (with `DELTA_COLS`), read back."""
     skips: dict[str, tuple[int, int]] = field(default_factory=dict)
     live: DataFrame = field(init=False)
     bstats: dict[tuple[str, int], BucketStats] = field(default_factory=dict)
@@ -193,7 +207,7 @@ class _HourMerge:
         finally:
             # on failure too: a kept copy would be reused by a later merge of the same plan in
             # this Spark application (a retry), though its inputs changed (a decode again)
-            for name in ("contrib", "live"):
+            for name in ("contrib", "live", "olds"):
                 if name in self.__dict__:
                     release(getattr(self, name))
 
@@ -210,13 +224,9 @@ class _HourMerge:
         self.build_contributions()
         self.find_touched_buckets()
         self.set_aside_unfit()
-        old = self.read_old_state()
+        self.mor = [n for n in self.names if self.merge_on_read(n)]
         ms_tables = [n for n in self.names if not self.schemas[n].primary_key]
-        changes = sum(n for t in self.names for n in self.by_table_op.get(t, {}).values())
-        # nothing to be stale against, or already in, before a table's first state
-        self.skips = skip_counts(old, self.to_fold, ms_tables, changes) if self.old_read else {}
-        columns = {n: [c for c, _ in self.schemas[n].columns] for n in self.names}
-        self.write_state(fold(old, self.to_fold, ms_tables, columns), ms_tables)
+        self.write_state(self.new_state(ms_tables), ms_tables)
         self.check_events_unchanged()
         new_man = copy_manifest(self.man)
         tables_out = {n: self.finish_table(n, new_man, publish) for n in self.names}
@@ -227,6 +237,29 @@ class _HourMerge:
         return result
 
     # -- steps ----------------------------------------------------------------------------------
+    def new_state(self, ms_tables: list[str]) -> DataFrame:
+        """The state rows the hour writes: the new state of the buckets it rewrites (`fold`),
+        and the deltas of those it merges on read (`fold_delta`); counts the changes stale or
+        already in (`skips`) on the way."""
+        changes = sum(n for t in self.names for n in self.by_table_op.get(t, {}).values())
+        columns = {n: [c for c, _ in self.schemas[n].columns] for n in self.names}
+        out: list[DataFrame] = []
+        if len(self.mor) < len(self.names):
+            old = self.read_old_state()
+            rewrite = (
+                self.to_fold.where(~F.col("table").isin(self.mor)) if self.mor else self.to_fold
+            )
+            several = any(self.deltas_of(n) for n in self.names if n not in self.mor)
+            if self.old_read:  # nothing to be stale against, or already in, before a first state
+                self.skips = skip_counts(old, rewrite, ms_tables, changes, several)
+            out.append(fold(old, rewrite, ms_tables, columns))
+        if self.mor:
+            changed = self.to_fold.where(F.col("table").isin(self.mor))
+            self.olds = kept_as_rows(old_winners(self.read_state(self.mor), changed, changes))
+            self.skips.update(skip_counts(self.olds, changed, [], changes))
+            out.append(fold_delta(self.olds, changed, columns))
+        return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), out)
+
     def read_events(self) -> None:
         ev_dir = self.cfg.layout.events(self.hour)
         # before Spark lists them: a decode in between is then seen by the check, too
@@ -324,19 +357,62 @@ class _HourMerge:
             return False
         return entry.get("checksum_terms") != CHECKSUM_TERMS
 
-    def read_old_state(self) -> DataFrame:
+    def merge_on_read(self, n: str) -> bool:
+        """Whether table `n`'s hour adds a delta to each touched bucket (its changed keys' new
+        state rows) and publishes only their rows, with position deletes of the rows they
+        replace, instead of rewriting the buckets: the pipeline's `write_mode` asks for it, and
+        the hour changes no more than rows (a table with a key, already in the state and
+        published; no schema change, snapshot load or checksum terms of another form; every
+        value of the touched buckets known to fit), and no touched bucket's deltas are due to
+        be folded into it (`COMPACT_SHARE`, `MAX_DELTAS`: then the hour rewrites them)."""
+        entry = self.man["tables"].get(n)
+        if self.cfg.write_mode != "merge-on-read" or entry is None or not entry["files"]:
+            return False
+        if not self.schemas[n].primary_key or entry.get("snapshot_id") is None:
+            return False
+        if self.schema_changed[n] or self.old_terms(n) or n in self.snapshot_for:
+            return False
+        checks = unfit_value_checks(self.schemas[n], self.published[n], "row")
+        if checks and checks_needed(entry, self.touched[n], checks_digest(checks), False):
+            return False
+        return not any(
+            due_for_compaction(entry["files"][str(b)])
+            for b in self.touched[n]
+            if str(b) in entry["files"]
+        )
+
+    def deltas_of(self, n: str) -> bool:
+        """Whether a touched bucket of table `n` has deltas (a key may have several rows)."""
+        entry = self.man["tables"].get(n)
+        files = entry["files"] if entry else {}
+        return any(str(b) in files and files[str(b)].get("deltas") for b in self.touched[n])
+
+    def read_state(self, names: list[str]) -> DataFrame:
+        """The state rows of the touched buckets of tables `names` (bases and deltas)."""
         base = self.cfg.layout.merge
-        old_dirs = [
-            str(base / self.man["tables"][n]["files"][str(b)]["path"])
-            for n in self.names
+        dirs = [
+            str(base / d)
+            for n in names
             if n in self.man["tables"]
             for b in sorted(self.touched[n])
             if str(b) in self.man["tables"][n]["files"]
+            for d in bucket_dirs(self.man["tables"][n]["files"][str(b)])
         ]
-        self.old_read = bool(old_dirs)
-        if not old_dirs:
+        if not dirs:
             return self.spark.createDataFrame([], STATE_DDL)
-        old = self.spark.read.schema(STATE_DDL).parquet(*old_dirs).select(*STATE_COLS)
+        return self.spark.read.schema(STATE_DDL).parquet(*dirs).select(*STATE_COLS)
+
+    def read_old_state(self) -> DataFrame:
+        """The state rows of the touched buckets the hour rewrites (not those of `mor`)."""
+        rewritten = [n for n in self.names if n not in self.mor]
+        old = self.read_state(rewritten)
+        self.old_read = any(
+            str(b) in self.man["tables"].get(n, {"files": {}})["files"]
+            for n in rewritten
+            for b in self.touched[n]
+        )
+        if not self.old_read:
+            return old
         recount = [n for n in self.names if self.old_terms(n)]
         if recount:  # terms of another form: the fold computes them again (`CHECKSUM_TERMS`)
             old = old.withColumn("ck", F.when(~F.col("table").isin(recount), F.col("ck")))
@@ -386,7 +462,9 @@ class _HourMerge:
                 .parquet(str(run_dir))
             )
         checkpoint("merge:state-written")
-        state = self.spark.read.schema(STATE_DDL).parquet(str(run_dir)).select(*STATE_COLS)
+        ddl = STATE_DDL + ", o_sign int, o_ck bigint"  # `DELTA_COLS`: NULL in rewritten rows
+        state = self.spark.read.schema(ddl).parquet(str(run_dir)).select(*STATE_COLS, *DELTA_COLS)
+        self.written = state
         live = live_rows(state, ms_tables)
         # a keyed table's live rows are a filter of the files just written: read again, they
         # cost less than a disk copy of them; a keyless table's are an aggregate, kept
@@ -416,16 +494,23 @@ class _HourMerge:
         }
 
     def update_entry(self, n: str, entry: TableEntry) -> None:
-        """Point the table's touched buckets at the folders this run wrote."""
+        """Point the table's touched buckets at the folders this run wrote (merge-on-read: add
+        them to the buckets' deltas)."""
         base = self.cfg.layout.merge
         run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)
         for b in sorted(self.touched[n]):
             st = self.bstats.get((n, b))
+            prev = entry["files"].get(str(b))
+            path = str((run_dir / f"_t={n}" / f"_b={b}").relative_to(base))
+            if n in self.mor and prev is not None:
+                if st is not None:  # else nothing changed: every change stale or already in
+                    entry["files"][str(b)] = self.with_delta(prev, path, st)
+                continue
             if st is None or not st["state_rows"]:
                 entry["files"].pop(str(b), None)
                 continue
             entry["files"][str(b)] = {
-                "path": str((run_dir / f"_t={n}" / f"_b={b}").relative_to(base)),
+                "path": path,
                 "rows": st["rows"],
                 "state_rows": st["state_rows"],
                 "checksum": str(st["checksum"] % U64),
@@ -438,6 +523,23 @@ class _HourMerge:
         entry["checksum_terms"] = CHECKSUM_TERMS
         if n in self.snapshot_for:
             entry["snapshot_loaded"] = True
+
+    def with_delta(self, prev: BucketFile, path: str, st: BucketStats) -> BucketFile:
+        """A bucket's record once the delta at `path` (its statistics `st`) joins it."""
+        delta: DeltaFile = {
+            "path": path, "state_rows": st["state_rows"], "run_id": self.run_id, "hour": self.H,
+        }  # fmt: skip
+        checksum = int(prev["checksum"]) + st["checksum"] - st["lost_checksum"]
+        return {
+            **prev,
+            "deltas": [*prev.get("deltas", []), delta],
+            "rows": int(prev["rows"]) + st["rows"] - st["lost_rows"],
+            "state_rows": int(prev["state_rows"]) + st["state_rows"],
+            "checksum": str(checksum % U64),
+            "run_id": self.run_id,
+            "hour": self.H,
+            "unfit_values": int(prev.get("unfit_values", 0)) + sum(st["unfit"].values()),
+        }
 
     def publish(self, n: str) -> PublishResult:
         s = self.schemas[n]
@@ -458,6 +560,9 @@ class _HourMerge:
             (self.run_id, self.H, self.attempt),
             self.written_checks(n),
             replace_all=n not in self.man["tables"],
+            # every changed key, not only those the state held live: an attempt stopped after
+            # its commit may have published keys the state does not hold yet
+            replaced=self.written.where(F.col("table") == n) if n in self.mor else None,
         )
 
     def written_checks(self, n: str) -> tuple[dict[str, int], int]:

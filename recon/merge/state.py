@@ -42,16 +42,24 @@ BROADCAST_CHANGES = 2_000_000
 
 
 def skip_counts(
-    old: DataFrame, contrib: DataFrame, ms_tables: list[str], changes: int
+    old: DataFrame,
+    contrib: DataFrame,
+    ms_tables: list[str],
+    changes: int,
+    several: bool = False,
 ) -> dict[str, tuple[int, int]]:
     """Per table (stale, already applied): changes older than what the state holds for their
     key, or already in it (a re-run of an hour: same order key, or same multiset copy).
-    `changes`: about how many contributions the hour has."""
+    `changes`: about how many contributions the hour has. `several`: a key of a keyed table
+    may have rows in several of `old`'s files (a bucket's base and its deltas, `fold_delta`):
+    its newest is taken."""
     is_ms = is_multiset(ms_tables)
     main = main_contributions(contrib)
     olds = old.where(~is_ms & (F.col("sign") >= 0)).select(
         "table", "key", F.col("order_key").alias("old_ok")
     )
+    if several:
+        olds = olds.groupBy("table", "key").agg(F.max("old_ok").alias("old_ok"))
     keyed = main.where(~is_ms).select("table", "key", "order_key")
     if changes <= BROADCAST_CHANGES:
         keyed = F.broadcast(keyed)
@@ -105,6 +113,69 @@ def fold(
     # a row that enters the state (or was read without its checksum term) gets it here: once
     # per changed key, not once per contribution or per state row
     return with_checksum(pk_state.unionByName(ms_state), columns)
+
+
+DELTA_COLS = ["o_sign", "o_ck"]
+"""A delta's rows (`fold_delta`) also carry the sign and checksum term of the state row each
+replaces (NULL: a key new to the state): what the bucket's statistics lose by it
+(`bucket_stats`). Read as state (`STATE_DDL`), a delta's rows are state rows like any other."""
+
+
+def old_winners(old: DataFrame, contrib: DataFrame, changes: int) -> DataFrame:
+    """Per key of a keyed table the hour's contributions change, its newest state row in
+    `old` (a bucket's base and deltas, where a key may have a row in several), from a narrow
+    scan of them (no images): table, bucket, key, order key, sign, checksum term. A key new to
+    the state has none. `changes`: about how many contributions the hour has; up to
+    `BROADCAST_CHANGES` their keys are sent to every task, so the state is scanned, not
+    shuffled."""
+    keys = contrib.select("table", "key")
+    if changes <= BROADCAST_CHANGES:
+        keys = F.broadcast(keys)
+    found = old.select("table", "bucket", "key", "order_key", "sign", "ck").join(
+        keys, ["table", "key"], "left_semi"
+    )
+    newest = F.max_by(F.struct("order_key", "sign", "ck"), F.struct("order_key", "sign"))
+    return (
+        found.groupBy("table", "bucket", "key")
+        .agg(newest.alias("w"))
+        .select("table", "bucket", "key", "w.order_key", "w.sign", "w.ck")
+    )
+
+
+def fold_delta(
+    olds: DataFrame, contrib: DataFrame, columns: dict[str, list[str]] | None = None
+) -> DataFrame:
+    """Merge-on-read: the state rows an hour adds to keyed tables' buckets, its delta. Per
+    changed key its winner among the hour's contributions and the key's old winner (`olds`:
+    `old_winners`) by the rules of `fold`, kept only when it is not the old one (the old one
+    wins a tie: an hour merged again adds nothing), with the old one's sign and term
+    (`DELTA_COLS`). Grouped as `fold` groups, so each bucket's delta is one task's."""
+    keys = ("table", "bucket", "key")
+    rest = [c for c in STATE_COLS if c not in keys]
+    marked = olds.select(
+        *keys, F.lit(None).cast("binary").alias("ident"), "order_key", "sign",
+        F.lit(None).cast("map<string,string>").alias("row"),
+        F.lit(None).cast("bigint").alias("event_time_ms"), F.lit(None).cast("string").alias("op"),
+        "ck", F.lit(1).alias("_old"),
+    )  # fmt: skip
+    allc = marked.unionByName(contrib.select(*STATE_COLS).withColumn("_old", F.lit(0)))
+    old_one = F.struct(F.col("sign").alias("s"), F.col("ck").alias("c"))
+    delta = (
+        allc.repartition("table", "bucket")
+        .groupBy(_sort_first(sorted(columns or {})), *keys)
+        .agg(
+            F.max_by(F.struct(*rest, "_old"), F.struct("order_key", "sign", "_old")).alias("w"),
+            F.max(F.when(F.col("_old") == 1, old_one)).alias("o"),
+        )
+        .where(F.col("w._old") == 0)
+        .select(
+            *keys,
+            *[F.col("w")[c].alias(c) for c in rest],
+            F.col("o.s").alias("o_sign"),
+            F.col("o.c").alias("o_ck"),
+        )  # fmt: skip
+    )
+    return with_checksum(delta, columns)
 
 
 _PLACED_TABLES = 32
@@ -171,6 +242,10 @@ class BucketStats(TypedDict):
     dup_keys: int
     """Live rows of a keyed table outside their key's bucket: each can be a second live row of
     its key (must be 0). Inside a bucket a key has one state row: `fold` groups by it."""
+    lost_rows: int
+    """Live rows the written rows replace (a delta's: `DELTA_COLS`; 0 for a rewritten bucket)."""
+    lost_checksum: int
+    """The sum of those rows' checksum terms."""
 
 
 def bucket_stats(
@@ -190,17 +265,7 @@ def bucket_stats(
     the same scan of the state (a union with `live` read the files twice: ~0.3 s an hour);
     those of a multiset table (`ms_tables`) are read from `live` (`live_rows`)."""
     out: dict[tuple[str, int], BucketStats] = {}
-    lives = keyed_live(ms_tables)
-    both = state.select(
-        "table", "bucket", F.lit(1).alias("s"), lives.cast("int").alias("r"),
-        *[F.when(lives, F.col(c)).alias(c) for c in ("ck", "row", "key")],
-    )  # fmt: skip
-    if ms_tables:
-        both = both.unionByName(
-            live.where(is_multiset(ms_tables)).select(
-                "table", "bucket", F.lit(0).alias("s"), F.lit(1).alias("r"), "ck", "row", "key"
-            )
-        )
+    both = _stats_rows(state, live, ms_tables)
     counted = [  # (table, column, alias of its sum, the check)
         (t, c, f"_u{i}_{j}", bad)
         for i, (t, cols) in enumerate(sorted(checks.items()))
@@ -210,6 +275,8 @@ def bucket_stats(
         F.sum("s").alias("state_rows"),
         F.sum("r").alias("rows"),
         *checksum_sums(F.col("ck")),
+        F.sum("l").alias("lost_rows"),
+        *checksum_sums(F.col("lck"), "_lck"),
         F.sum(F.when(misplaced(keyed), 1).otherwise(0)).alias("misplaced"),
         *[
             F.sum(F.when((F.col("table") == t) & F.expr(bad), 1).otherwise(0)).alias(alias)
@@ -224,23 +291,57 @@ def bucket_stats(
             "state_rows": int(r["state_rows"]),
             "unfit": {c: int(r[a]) for t, c, a, _ in counted if t == table and r[a]},
             "dup_keys": int(r["misplaced"]),
+            "lost_rows": int(r["lost_rows"] or 0),
+            "lost_checksum": checksum_of(r, "_lck"),
         }
     return out
 
 
-def checksum_sums(ck: Column) -> list[Column]:
+def _stats_rows(state: DataFrame, live: DataFrame, ms_tables: list[str]) -> DataFrame:
+    """`bucket_stats`' rows: per state row its bucket, 1 (a state row), whether it is live and
+    its term, image and key if so, and whether it replaced a live row (`DELTA_COLS`) and that
+    row's term; per live row of a multiset table (`live`) the same, as no state row."""
+    lives = keyed_live(ms_tables)
+    has_old = "o_sign" in state.columns
+    lost = F.coalesce(F.col("o_sign") == 1, F.lit(False)) if has_old else F.lit(False)
+    lost_ck = F.when(lost, F.col("o_ck")) if has_old else F.lit(None).cast("bigint")
+    both = state.select(
+        "table", "bucket", F.lit(1).alias("s"), lives.cast("int").alias("r"),
+        *[F.when(lives, F.col(c)).alias(c) for c in ("ck", "row", "key")],
+        lost.cast("int").alias("l"), lost_ck.alias("lck"),
+    )  # fmt: skip
+    if ms_tables:
+        ms_live = live.where(is_multiset(ms_tables))
+        both = both.unionByName(
+            ms_live.select(
+                "table",
+                "bucket",
+                F.lit(0).alias("s"),
+                F.lit(1).alias("r"),
+                "ck",
+                "row",
+                "key",
+                F.lit(0).alias("l"),
+                F.lit(None).cast("bigint").alias("lck"),
+            )  # fmt: skip
+        )
+    return both
+
+
+def checksum_sums(ck: Column, name: str = "_ck") -> list[Column]:
     """The sum of `ck` (signed 64-bit terms) as two sums that cannot overflow a long (its low
     32 bits, unsigned, and its high 32 bits, signed), `checksum_of` adds them up: exact, as
-    the sum of decimal(38,0) it replaces was, at half its cost per row."""
+    the sum of decimal(38,0) it replaces was, at half its cost per row. `name`: the sums'
+    names' start, for more than one in an aggregate."""
     return [
-        F.sum(ck.bitwiseAND(F.lit(0xFFFFFFFF))).alias("_ck_lo"),
-        F.sum(F.shiftright(ck, 32)).alias("_ck_hi"),
+        F.sum(ck.bitwiseAND(F.lit(0xFFFFFFFF))).alias(f"{name}_lo"),
+        F.sum(F.shiftright(ck, 32)).alias(f"{name}_hi"),
     ]
 
 
-def checksum_of(r: Row) -> int:
+def checksum_of(r: Row, name: str = "_ck") -> int:
     """The sum `checksum_sums` took, from its row (0 for no term)."""
-    return (int(r["_ck_hi"] or 0) << 32) + int(r["_ck_lo"] or 0)
+    return (int(r[f"{name}_hi"] or 0) << 32) + int(r[f"{name}_lo"] or 0)
 
 
 def misplaced(keyed: dict[str, int]) -> Column:

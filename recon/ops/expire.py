@@ -31,7 +31,7 @@ from recon.config import PipelineConfig
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import read_json
-from recon.merge.manifest import Manifest, load_manifest
+from recon.merge.manifest import Manifest, bucket_dirs, load_manifest
 from recon.ops.lock import pipeline_lock
 from recon.publish.iceberg import is_published, load_table, local_path, untag_versions
 
@@ -83,10 +83,11 @@ def expire_state(cfg: PipelineConfig, cutoff: str, kept: list[Manifest]) -> dict
             f.unlink()
             dropped_states += 1
     referenced = {
-        (base / f["path"]).resolve()
+        (base / d).resolve()
         for m in kept
         for t in m["tables"].values()
         for f in t["files"].values()
+        for d in bucket_dirs(f)
     }
     removed, freed = [], 0
     for hour_dir in _old_hour_dirs(base / "data", cutoff):
@@ -131,10 +132,11 @@ def expire_table(
                 table = load_table(cfg, name)
                 old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id in set(old)]
         table = load_table(cfg, name)
-    live = {
-        str(local_path(t.file.file_path))
+    live = {  # the data files and the position-delete files kept versions read
+        str(local_path(f.file_path))
         for s in table.snapshots()
         for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
+        for f in (t.file, *t.delete_files)
     }
     data = local_path(table.location()) / "data"
     removed, freed = [], 0

@@ -413,10 +413,11 @@ def _replaced_rows(
     touched: list[int],
     out: Path,
 ) -> FileChanges:
-    """Merge-on-read: the new rows are those of the keys the hour changed, and `replaced`
-    the keys (`key`, `bucket`) whose published rows they replace: the position deletes of
-    those rows (written into `out`), which the snapshot adds beside the new rows, the buckets'
-    other files kept."""
+    """Merge-on-read: the new rows are those of the keys the hour changed, `replaced` (their
+    `key` and `bucket`): position deletes (written into `out`) of whatever the table publishes
+    for those keys now, which the snapshot adds beside the new rows, the buckets' other files
+    kept. By key in the table as it is, not by what the state held: an attempt stopped after
+    its commit has published rows the state does not know of yet."""
     where = _replaced_positions(spark, table, types, replaced, touched)
     return FileChanges(add_deletes=write_delete_files(spark, table, where, out))
 
@@ -428,7 +429,7 @@ def _replaced_positions(
     replaced: DataFrame,
     touched: list[int],
 ) -> DataFrame:
-    """Where the table publishes the rows of the `replaced` keys (their key text, `key`; their
+    """Where the table publishes rows of the `replaced` keys (their key text, `key`; their
     `bucket`): their data file, place in it and bucket, found by a scan of the touched buckets'
     files, their key columns only (a semi-join with the keys, typed as published: `types`, the
     schema and the types readers already see)."""

@@ -84,18 +84,35 @@ def write_hour(cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]]
 
 def state_tables(spark: Any, cfg: PipelineConfig) -> dict[str, list[tuple[Any, ...]]]:
     """Live rows per table from the merge state (sorted; rows as sorted (column, text) items)."""
+    from pyspark.sql import functions as F
+
+    from recon.merge.contributions import STATE_COLS as STATE_DDL_COLS
     from recon.merge.contributions import STATE_DDL
-    from recon.merge.manifest import load_manifest
+    from recon.merge.manifest import bucket_dirs, load_manifest
     from recon.merge.state import live_rows
 
     man = load_manifest(cfg)
     base = cfg.layout.merge
-    dirs = [str(base / f["path"]) for t in man["tables"].values() for f in t["files"].values()]
+    dirs = [
+        str(base / d)
+        for t in man["tables"].values()
+        for f in t["files"].values()
+        for d in bucket_dirs(f)
+    ]
     out: dict[str, list[tuple[Any, ...]]] = {t: [] for t in man["tables"]}
     if not dirs:
         return out
     ms = [n for n, t in man["tables"].items() if not t["schema"]["primary_key"]]
-    live = live_rows(spark.read.schema(STATE_DDL).parquet(*dirs), ms)
+    state = spark.read.schema(STATE_DDL).parquet(*dirs)
+    # a keyed table's key may have a row in a bucket's base and in its deltas: the newest is
+    # its state row
+    keyed = (
+        state.where(~F.col("table").isin(ms))
+        .groupBy("table", "key")
+        .agg(F.max_by(F.struct(*STATE_DDL_COLS), F.struct("order_key", "sign")).alias("w"))
+    )
+    state = keyed.select("w.*").unionByName(state.where(F.col("table").isin(ms)))
+    live = live_rows(state, ms)
     for r in live.select("table", "row").collect():
         row = tuple(sorted((k, v) for k, v in (r["row"] or {}).items() if v is not None))
         out[r["table"]].append(row)

@@ -46,6 +46,9 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
     assert other is not None and other.columns == ["id", "v"] and other.primary_key == ["id"]
     with pytest.raises(AttributeError):
         cfg.name = "x"  # type: ignore[misc]
+    assert cfg.write_mode == "copy-on-write"
+    mor = load_config(_write(tmp_path, GOOD + "write_mode: merge-on-read\n", "m.yaml"))
+    assert mor.write_mode == "merge-on-read"
 
 
 @pytest.mark.parametrize(
@@ -75,6 +78,10 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
         (
             ("snapshot: {path: snap}", "snapshot: {path: snap}\nretention_hours: 0"),
             "`retention_hours`: must be a whole number of hours >= 1",
+        ),
+        (
+            ("warehouse: wh", "warehouse: wh\nwrite_mode: merge_on_read"),
+            "`write_mode`: 'merge_on_read' is not a mode; use one of copy-on-write, merge-on-read",
         ),
         # issue 13 item 5: an object store used to become a local folder named "s3:" silently
         (("warehouse: wh", "warehouse: s3://bucket/wh"), "`warehouse`: s3:// is not supported"),
