@@ -190,6 +190,7 @@ class _HourMerge:
     """Each table's column types readers already see (`published_types`), read once."""
     checks_digest: dict[str, str] = field(default_factory=dict)
     """Each table's `checks_digest`, kept in its written buckets' records."""
+    _checks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     attempt: str = field(default_factory=new_attempt)
 
     @property
@@ -372,14 +373,24 @@ class _HourMerge:
             return False
         if self.schema_changed[n] or self.old_terms(n) or n in self.snapshot_for:
             return False
-        checks = unfit_value_checks(self.schemas[n], self.published[n], "row")
-        if checks and checks_needed(entry, self.touched[n], checks_digest(checks), False):
+        checks = self.value_checks()[n]
+        if checks and checks_needed(entry, self.touched[n], self.checks_digest[n], False):
             return False
         return not any(
             due_for_compaction(entry["files"][str(b)])
             for b in self.touched[n]
             if str(b) in entry["files"]
         )
+
+    def value_checks(self) -> dict[str, list[tuple[str, str]]]:
+        """Each table's checks of its written rows' values (`unfit_value_checks`), built once
+        an hour with their digests (`checks_digest`), for the mode's choice and the counts."""
+        if not self.checks_digest:
+            self._checks = {
+                n: unfit_value_checks(self.schemas[n], self.published[n], "row") for n in self.names
+            }
+            self.checks_digest = {n: checks_digest(c) for n, c in self._checks.items()}
+        return self._checks
 
     def deltas_of(self, n: str) -> bool:
         """Whether a touched bucket of table `n` has deltas (a key may have several rows)."""
@@ -469,10 +480,7 @@ class _HourMerge:
         # a keyed table's live rows are a filter of the files just written: read again, they
         # cost less than a disk copy of them; a keyless table's are an aggregate, kept
         self.live = live.persist(CACHE) if ms_tables else live
-        checks = {
-            n: unfit_value_checks(self.schemas[n], self.published[n], "row") for n in self.names
-        }
-        self.checks_digest = {n: checks_digest(c) for n, c in checks.items()}
+        checks = self.value_checks()
         keyed = {n: self.buckets_of(n) for n in self.names if self.schemas[n].primary_key}
         self.bstats = bucket_stats(state, self.live, self.to_count(checks), keyed, ms_tables)
 
