@@ -178,6 +178,8 @@ def run(
         "files_added": t["published"]["files_added"],
         "deletes_added": t["published"].get("deletes_added", 0),
         "write_mode": write_mode,
+        # what the hour did: merge-on-read rewrites an hour whose deltas would pass their share
+        "hour_merged": "on read" if any(f.get("deltas") for f in files.values()) else "rewritten",
         "rows_after": t["rows_after"],
         "jvm_peak_mb": _jvm_peak_mb(),
     }
@@ -196,7 +198,7 @@ def main() -> None:
     args = ap.parse_args()
     print(
         f"{'rows':>9} {'changes':>7} {'buckets':>7} {'load s':>7} {'hour s':>7} "
-        f"{'touched':>8} {'rows rewritten':>15} {'files -/+':>10} {'JVM MB':>7}",
+        f"{'touched':>8} {'rows rewritten':>15} {'files -/+':>10} {'JVM MB':>7} hour",
         flush=True,
     )
     results = []
@@ -214,7 +216,7 @@ def main() -> None:
                 f"{r['rows']:>9} {r['changes']:>7} {r['buckets']:>7} {r['first_load_s']:>7} "
                 f"{r['hour_s']:>7} {r['buckets_touched']:>4}/{buckets:<4}"
                 f"{r['state_rows_rewritten']:>15} {r['files_removed']:>4}/{r['files_added']:<5}"
-                f"{r['jvm_peak_mb']:>7}",
+                f"{r['jvm_peak_mb']:>7} {r['hour_merged']}",
                 flush=True,
             )
     if args.json:

@@ -53,6 +53,7 @@ from recon.merge.manifest import (
     SnapshotInfo,
     TableEntry,
     bucket_dirs,
+    cheaper_rewritten,
     check_tables,
     checks_digest,
     checks_needed,
@@ -171,6 +172,8 @@ class _HourMerge:
     snapshot_for: list[str] = field(default_factory=list)
     snapshot_info: SnapshotInfo | None = None
     touched: dict[str, set[int]] = field(default_factory=dict)
+    changed_keys: dict[str, int] = field(default_factory=dict)
+    """About how many keys each table's hour changes (`contribution_counts`)."""
     mor: list[str] = field(default_factory=list)
     """The tables this hour merges on read (`merge_on_read`): a delta per touched bucket."""
     olds: DataFrame = field(init=False)
@@ -343,7 +346,9 @@ class _HourMerge:
         )
 
     def find_touched_buckets(self) -> None:
-        touched, self.entered, self.unfit = contribution_counts(self.contrib, UNFIT)
+        touched, self.entered, self.unfit, self.changed_keys = contribution_counts(
+            self.contrib, UNFIT
+        )
         self.touched = {n: touched.get(n, set()) for n in self.names}
         for n in self.names:  # a schema change rewrites the whole published table; so do terms
             # of another form (`CHECKSUM_TERMS`: every bucket's checksum is summed again)
@@ -365,7 +370,8 @@ class _HourMerge:
         the hour changes no more than rows (a table with a key, already in the state and
         published; no schema change, snapshot load or checksum terms of another form; every
         value of the touched buckets known to fit), and no touched bucket's deltas are due to
-        be folded into it (`COMPACT_SHARE`, `MAX_DELTAS`: then the hour rewrites them)."""
+        be folded into it (`COMPACT_SHARE`, `MAX_DELTAS`), nor would be with the hour's delta
+        (`cheaper_rewritten`): then the hour rewrites them."""
         entry = self.man["tables"].get(n)
         if self.cfg.write_mode != "merge-on-read" or entry is None or not entry["files"]:
             return False
@@ -376,11 +382,10 @@ class _HourMerge:
         checks = self.value_checks()[n]
         if checks and checks_needed(entry, self.touched[n], self.checks_digest[n], False):
             return False
-        return not any(
-            due_for_compaction(entry["files"][str(b)])
-            for b in self.touched[n]
-            if str(b) in entry["files"]
-        )
+        files = [entry["files"][str(b)] for b in self.touched[n] if str(b) in entry["files"]]
+        if any(due_for_compaction(f) for f in files):
+            return False
+        return not cheaper_rewritten(files, self.changed_keys.get(n, 0))
 
     def value_checks(self) -> dict[str, list[tuple[str, str]]]:
         """Each table's checks of its written rows' values (`unfit_value_checks`), built once

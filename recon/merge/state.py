@@ -365,18 +365,22 @@ UnfitCounts = dict[str, dict[str, int]]
 
 def contribution_counts(
     contrib: DataFrame, unfit: str
-) -> tuple[dict[str, set[int]], EnteredCounts, UnfitCounts]:
+) -> tuple[dict[str, set[int]], EnteredCounts, UnfitCounts, dict[str, int]]:
     """In one job: the buckets each table's contributions touch, what entered the merge (events
-    by op, primary-key changes, snapshot rows), and the changes set aside, by the columns their
+    by op, primary-key changes, snapshot rows), the changes set aside, by the columns their
     values do not fit (`unfit`: the contributions' column naming them; an event set aside makes
-    no contribution enter, and is counted once, by its new image)."""
+    no contribution enter, and is counted once, by its new image), and about how many keys
+    each table's entering contributions change (HyperLogLog, within a few per cent: summed
+    over its groups, a key of several ops counts once per op), the rows a delta of the hour
+    would hold (`merge_on_read`)."""
     touched: dict[str, set[int]] = {}
+    keys: dict[str, int] = {}
     out: EnteredCounts = {"by_op": {}, "pk_changes": {}, "snapshot_rows": {}}
     set_aside: UnfitCounts = {}
     main = F.when((F.col("sign") != -1) | (F.col("op") == "delete"), 1).otherwise(0)
     oob = (F.length("order_key") == 0).alias("oob")
     agg = contrib.groupBy("table", "bucket", "op", oob, unfit).agg(
-        F.count("*").alias("n"), F.sum(main).alias("main")
+        F.count("*").alias("n"), F.sum(main).alias("main"), F.approx_count_distinct("key")
     )
     for r in agg.collect():
         t, n = r["table"], int(r["n"])
@@ -387,6 +391,7 @@ def contribution_counts(
                     counts[c] = counts.get(c, 0) + int(r["main"])
             continue
         touched.setdefault(t, set()).add(int(r["bucket"]))
+        keys[t] = keys.get(t, 0) + int(r[-1])
         if r["oob"]:
             out["snapshot_rows"][t] = out["snapshot_rows"].get(t, 0) + n
         elif r["op"] == "pk_change":
@@ -394,4 +399,4 @@ def contribution_counts(
         elif r["main"]:
             by_op = out["by_op"].setdefault(t, {})
             by_op[r["op"]] = by_op.get(r["op"], 0) + int(r["main"])
-    return touched, out, set_aside
+    return touched, out, set_aside, keys

@@ -169,23 +169,23 @@ def test_merged_on_read_hours_give_the_tables_and_state_of_rewritten_ones(
 
 
 def share_hours(cfgs: tuple[PipelineConfig, ...]) -> None:
-    """Hour 0 inserts 80 keys (~20 a bucket); hours 1-3 each change two fifths of them, and
-    hour 3 also brings hour 1's changes again."""
+    """Hour 0 inserts 80 keys (~20 a bucket); hours 1-3 each change the same fifth of them,
+    and hour 3 also brings hour 1's changes again."""
     h0 = [event(k + 1, "s.a", "insert", None, {"id": k, "v": "a"}, T) for k in range(KEYS)]
     for c in cfgs:
         write_hour(c, hour(0), h0)
         for i in (1, 2, 3):
-            changed = [up(1000 * i + k, k, f"v{i}", "x") for k in range(KEYS) if k % 5 < 2]
+            changed = [up(1000 * i + k, k, f"v{i}", "x") for k in range(KEYS) if k % 5 == 0]
             # hour 3 also brings hour 1's changes again: older than the deltas of hour 2
-            again = [up(1000 + k, k, "v1", "x") for k in range(KEYS) if k % 5 < 2]
+            again = [up(1000 + k, k, "v1", "x") for k in range(KEYS) if k % 5 == 0]
             write_hour(c, hour(i), changed + (again if i == 3 else []))
 
 
 def test_buckets_are_rewritten_once_their_deltas_pass_their_share(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Changing two fifths of every bucket's keys an hour passes half of its base by the
-    second hour: the third rewrites every bucket whole, deltas and deletes gone."""
+    """Changing a fifth of every bucket's keys an hour, the third hour's deltas would pass
+    half of the buckets' base: it rewrites every bucket whole, deltas and deletes gone."""
     cow, mor = twins(tmp_path)
     share_hours((cow, mor))
     merge_both(spark, (cow, mor), 0)
@@ -198,7 +198,33 @@ def test_buckets_are_rewritten_once_their_deltas_pass_their_share(
     assert r_mor["tables"]["s.a"]["published"]["files_removed"] > 0
     # a key has rows in a bucket's base and in its deltas: its newest is what a change is
     # stale against (each of hour 1's changes is counted once)
-    assert skipped(r_mor) == skipped(r_cow) == (32, 0, 32)
+    assert skipped(r_mor) == skipped(r_cow) == (16, 0, 16)
+    assert_same(spark, cow, mor)
+
+
+def test_an_hour_changing_most_keys_rewrites_its_buckets_at_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An hour changing more keys than half of its buckets' base would add deltas the next
+    hour rewrites anyway: it rewrites the buckets itself (cheaper: no old rows to look up, no
+    delete files), and the tables are still those of the rewriting pipeline. An hour changing
+    fewer adds deltas."""
+    cow, mor = twins(tmp_path)
+    h0 = [event(k + 1, "s.a", "insert", None, {"id": k, "v": "a"}, T) for k in range(KEYS)]
+    most = [up(1000 + k, k, "b", "a") for k in range(KEYS) if k % 5 < 3]  # three fifths
+    few = [up(2000 + k, k, "c", "b") for k in range(KEYS) if k % 5 == 0]
+    for c in (cow, mor):
+        write_hour(c, hour(0), h0)
+        write_hour(c, hour(1), most)
+        write_hour(c, hour(2), few)
+    merge_both(spark, (cow, mor), 0)
+    r_cow, r_mor = merge_both(spark, (cow, mor), 1)
+    assert deltas(mor) == 0 and delete_files(mor) == 0
+    assert r_mor["tables"]["s.a"]["published"]["files_removed"] > 0
+    assert skipped(r_mor) == skipped(r_cow) == (0, 0, 48)
+    assert_same(spark, cow, mor)
+    merge_both(spark, (cow, mor), 2)
+    assert deltas(mor) == 4 and delete_files(mor) > 0
     assert_same(spark, cow, mor)
 
 

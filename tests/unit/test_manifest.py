@@ -11,9 +11,14 @@ import pytest
 from recon.errors import ManifestError
 from recon.hours import parse_hour
 from recon.merge.manifest import (
+    MAX_DELTAS,
+    BucketFile,
+    DeltaFile,
     TableEntry,
+    cheaper_rewritten,
     checks_digest,
     checks_needed,
+    due_for_compaction,
     empty_manifest,
     load_manifest,
     merged_hours,
@@ -98,3 +103,29 @@ def test_written_rows_are_counted_where_a_value_that_does_not_fit_can_be() -> No
     assert checks_needed(prev, {2}, d, False)  # written before buckets kept their count
     assert checks_needed(prev, {3}, d, False)  # counted with other checks (types changed)
     assert not checks_needed(prev, set(), d, False)
+
+
+def _bucket(base: int, deltas: list[int]) -> BucketFile:
+    """A bucket of `base` rows rewritten, then deltas of these rows each."""
+    d: list[DeltaFile] = [
+        {"path": f"d{i}", "state_rows": n, "run_id": "r", "hour": H} for i, n in enumerate(deltas)
+    ]
+    rows = base + sum(deltas)
+    return {"path": "b", "deltas": d, "rows": base, "state_rows": rows, "checksum": "0",
+            "run_id": "r", "hour": H}  # fmt: skip
+
+
+def test_a_bucket_is_compacted_once_its_deltas_pass_half_its_base_or_are_many() -> None:
+    assert not due_for_compaction(_bucket(100, [30, 20]))  # half: not past it
+    assert due_for_compaction(_bucket(100, [30, 21]))
+    assert not due_for_compaction(_bucket(100, [1] * (MAX_DELTAS - 1)))
+    assert due_for_compaction(_bucket(100, [1] * MAX_DELTAS))
+
+
+def test_an_hour_is_rewritten_when_its_delta_would_pass_half_of_the_buckets_base() -> None:
+    """Summed over the hour's buckets, deltas already there and the keys it changes."""
+    files = [_bucket(100, [30]), _bucket(100, [])]
+    assert not cheaper_rewritten(files, 70)  # 30 + 70 = half of 200
+    assert cheaper_rewritten(files, 71)
+    assert cheaper_rewritten([_bucket(10, [])], 6)
+    assert not cheaper_rewritten([_bucket(1_000_000, [])], 1000)
