@@ -259,7 +259,9 @@ class _HourMerge:
             out.append(fold(old, rewrite, ms_tables, columns))
         if self.mor:
             changed = self.to_fold.where(F.col("table").isin(self.mor))
-            self.olds = kept_as_rows(old_winners(self.read_state(self.mor), changed, changes))
+            several = any(self.deltas_of(n) for n in self.mor)
+            olds = old_winners(self.read_state(self.mor), changed, changes, several)
+            self.olds = kept_as_rows(olds)
             self.skips.update(skip_counts(self.olds, changed, [], changes))
             out.append(fold_delta(self.olds, changed, columns))
         return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), out)
