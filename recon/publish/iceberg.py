@@ -42,6 +42,7 @@ from recon.core.schema import TableSchema, cast_expr, spark_type, widens
 from recon.errors import ConfigError, NoVersionAtHourError, ReconError, TableNotPublishedError
 from recon.faults import checkpoint
 from recon.layout import read_json, table_data_run
+from recon.merge.contributions import key_texts
 from recon.merge.result import PublishResult
 from recon.publish.deletes import FileChanges, live_positions, replace_files, write_delete_files
 from recon.spark.session import job_named, sql_conf
@@ -441,17 +442,15 @@ def _replaced_positions(
         return spark.createDataFrame([], "file_path string, pos bigint, _cdc_bucket int")
     # the key text is the JSON array of the key columns' texts (`pk_key`): as a row of them,
     # typed by the expressions that typed the published rows
-    texts = F.from_json("key", "array<string>")
+    texts = key_texts(F.col("key"), len(pk))
     krow = F.map_from_arrays(F.array(*[F.lit(c) for c in pk]), texts)
     exprs = dict(
         zip([c for c, _ in schema.columns], _column_exprs(schema, existing, "_k"), strict=True)
     )
     keys = replaced.select(F.col("bucket").cast("int").alias("_cdc_bucket"), krow.alias("_k"))
     typed = keys.select("_cdc_bucket", *[F.expr(exprs[c]).alias(c) for c in pk])
-    where = live_positions(spark, tasks, [*pk, "_cdc_bucket"])
-    return where.join(F.broadcast(typed), [*pk, "_cdc_bucket"], "left_semi").select(
-        "file_path", "pos", "_cdc_bucket"
-    )
+    on = [*pk, "_cdc_bucket"]
+    return live_positions(spark, tasks, on, (typed, on)).select("file_path", "pos", "_cdc_bucket")
 
 
 def _commit(
