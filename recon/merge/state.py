@@ -121,6 +121,10 @@ replaces (NULL: a key new to the state): what the bucket's statistics lose by it
 (`bucket_stats`). Read as state (`STATE_DDL`), a delta's rows are state rows like any other."""
 
 
+NARROW_COLS = ["table", "bucket", "key", "order_key", "sign", "ck"]
+"""What `old_winners` reads of a state row."""
+
+
 def old_winners(old: DataFrame, contrib: DataFrame, changes: int, several: bool) -> DataFrame:
     """Per key of a keyed table the hour's contributions change, its newest state row in
     `old` (a bucket's base and deltas), from a narrow scan of them (no images): table, bucket,
@@ -138,11 +142,7 @@ def old_winners(old: DataFrame, contrib: DataFrame, changes: int, several: bool)
     keys = contrib.select(kh)
     if changes <= BROADCAST_CHANGES:
         keys = F.broadcast(keys)
-    found = (
-        old.select("table", "bucket", "key", "order_key", "sign", "ck", kh)
-        .join(keys, "_kh", "left_semi")
-        .drop("_kh")
-    )
+    found = old.select(*NARROW_COLS, kh).join(keys, "_kh", "left_semi").drop("_kh")
     if not several:
         return found
     newest = F.max_by(F.struct("order_key", "sign", "ck"), F.struct("order_key", "sign"))
