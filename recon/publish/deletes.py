@@ -240,6 +240,15 @@ def local_form(path: Column) -> Column:
     return F.regexp_replace(path, r"^file:/+", "/")
 
 
+def spark_local_form(path: Column) -> Column:
+    """`local_form` of a path as Spark's `_metadata.file_path` names a file: a URI, whose path
+    is percent-encoded (`%20` a space, `%25` a percent sign, a plus sign as it is), decoded
+    first (`url_decode` reads `+` as a space, so it is encoded before). A table's manifests
+    name its files as they are: without it, no position of a folder named so was found."""
+    decoded = F.url_decode(F.replace(path, F.lit("+"), F.lit("%2B")))
+    return local_form(F.when(path.contains("%"), decoded).otherwise(path))
+
+
 def _placed(
     spark: SparkSession,
     tasks: Sequence[FileScanTask],
@@ -263,7 +272,7 @@ def _placed(
     if among is not None:
         rows, on = among
         placed = placed.join(F.broadcast(rows), on, "left_semi")
-    placed = placed.withColumn("_del_path", local_form(F.col("_del_path")))
+    placed = placed.withColumn("_del_path", spark_local_form(F.col("_del_path")))
     deletes = sorted({d.file_path for t in tasks for d in t.delete_files})
     if not deletes:
         return placed
