@@ -1,9 +1,10 @@
 """Iceberg v2 position-delete files, committed through pyiceberg: merge-on-read's publish side.
 
-Not used by the merge yet (its copy-on-write publish replaces whole buckets' files; README,
-"Session 54's measurements"). A merge-on-read hour would append its changed rows' data files
-and, in the same snapshot, position-delete files naming the rows they replace (a data file's
-path and a row's place in it, which Spark reads as `_metadata.row_index`).
+A merge-on-read hour (`write_mode: merge-on-read`, `recon.merge.stage`) appends its changed
+rows' data files and, in the same snapshot, position-delete files naming the rows they replace
+(a data file's path and a row's place in it, which Spark reads as `_metadata.row_index`); a
+copy-on-write hour, or a bucket's compaction, replaces whole buckets' files and drops their
+delete files.
 
 pyiceberg 0.12 reads position deletes (its scan applies them) but writes none: its deletes
 fall back to copy-on-write (apache/iceberg-python#1078, #3618). `append_with_deletes` is a fast
