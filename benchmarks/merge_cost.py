@@ -130,7 +130,7 @@ def _jvm_peak_mb() -> float:
 
 
 def run(
-    rows: int, changes: int, buckets: int, base: Path, write_mode: str = "copy-on-write"
+    rows: int, changes: int, buckets: int, base: Path, write_mode: str = "merge-on-read"
 ) -> dict[str, Any]:
     spark = get_spark("recon-bench")
     doc = {
@@ -192,7 +192,7 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, nargs="+", default=[16, 256])
     ap.add_argument("--work", default=tempfile.gettempdir(), help="folder for the tables")
     ap.add_argument(
-        "--write-mode", default="copy-on-write", choices=["copy-on-write", "merge-on-read"]
+        "--write-mode", default="merge-on-read", choices=["copy-on-write", "merge-on-read"]
     )
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()

@@ -97,9 +97,11 @@ class PipelineConfig:
     catalog: dict[str, str] = field(default_factory=dict)  # pyiceberg catalog properties
     buckets: int = 16  # key-hash buckets of a new table's state (fixed once the table exists)
     retention_hours: int | None = None  # the DAG expires older versions/state (recon expire)
-    # how an hour's changes reach the state and the tables: its buckets rewritten, or the
-    # changed rows added beside them with position deletes (`recon.merge.stage`)
-    write_mode: str = "copy-on-write"
+    # how an hour's changes reach the state and the tables: the changed rows added beside the
+    # buckets with position deletes where that is cheaper, else the buckets rewritten
+    # (merge-on-read, the default since session 59), or the buckets always rewritten
+    # (copy-on-write, for readers that apply no Iceberg v2 deletes) (`recon.merge.stage`)
+    write_mode: str = "merge-on-read"
 
     @property
     def dag_id(self) -> str:
@@ -353,7 +355,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         raise _fail(
             path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
         )
-    write_mode = data.get("write_mode", "copy-on-write")
+    write_mode = data.get("write_mode", "merge-on-read")
     if write_mode not in WRITE_MODES:
         raise _fail(
             path, "write_mode", f"{write_mode!r} is not a mode; use one of {', '.join(WRITE_MODES)}"

@@ -410,7 +410,11 @@ def test_a_column_widened_in_a_later_hour_is_promoted_and_a_conflict_keeps_its_t
 
 
 def test_an_hour_rewrites_only_the_buckets_it_touches(spark, tmp_path: Path) -> None:
-    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}}, buckets=8)
+    """Copy-on-write: the touched bucket's state and published file are replaced, the others
+    kept (merge-on-read adds a delta instead: `tests/spark/test_merge_on_read.py`)."""
+    cfg = pipeline(
+        tmp_path, {"s.a": {"primary_key": ["id"]}}, buckets=8, write_mode="copy-on-write"
+    )
     write_hour(
         cfg,
         hour(0),
@@ -1060,8 +1064,13 @@ def test_bucket_checksums_kept_with_the_rows_equal_the_rows_own(spark, tmp_path:
     """Each state row carries its checksum term, computed when it enters: the manifest's
     bucket checksums still equal the sum over the live rows themselves after updates, deletes,
     keyless copies, a state written before rows carried the term, and a schema change that
-    rewrites the old rows (a stated default)."""
-    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {}})
+    rewrites the old rows (a stated default). Copy-on-write: `_bucket_checksums` sums each
+    state file's live rows, which a bucket's deltas would repeat (merge-on-read's bucket
+    statistics are held to copy-on-write's in `tests/spark/test_merge_on_read.py`); and a
+    state without its terms has terms of the old form too, which no merge-on-read hour takes."""
+    cfg = pipeline(
+        tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {}}, write_mode="copy-on-write"
+    )
     t0 = {"id": "int32", "v": "string"}
     write_hour(
         cfg,

@@ -45,7 +45,7 @@ def hour(i: int) -> Any:
 
 def twins(tmp_path: Path, mor_folder: str = "mor") -> tuple[PipelineConfig, PipelineConfig]:
     tables = {"s.a": {"primary_key": ["id"]}, "s.b": {}}
-    cow = pipeline(tmp_path / "cow", tables)
+    cow = pipeline(tmp_path / "cow", tables, write_mode="copy-on-write")
     mor = pipeline(tmp_path / mor_folder, tables, write_mode="merge-on-read")
     return cow, mor
 

@@ -46,9 +46,9 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
     assert other is not None and other.columns == ["id", "v"] and other.primary_key == ["id"]
     with pytest.raises(AttributeError):
         cfg.name = "x"  # type: ignore[misc]
-    assert cfg.write_mode == "copy-on-write"
-    mor = load_config(_write(tmp_path, GOOD + "write_mode: merge-on-read\n", "m.yaml"))
-    assert mor.write_mode == "merge-on-read"
+    assert cfg.write_mode == "merge-on-read"
+    cow = load_config(_write(tmp_path, GOOD + "write_mode: copy-on-write\n", "m.yaml"))
+    assert cow.write_mode == "copy-on-write"
 
 
 @pytest.mark.parametrize(
