@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
-from recon.config import load_config
+from recon.config import DEFAULT_WRITE_MODE, WRITE_MODES, load_config
 from recon.core.model import EVENT_SCHEMA
 from recon.hours import format_hour
 from recon.layout import write_json_atomic
@@ -130,7 +130,7 @@ def _jvm_peak_mb() -> float:
 
 
 def run(
-    rows: int, changes: int, buckets: int, base: Path, write_mode: str = "merge-on-read"
+    rows: int, changes: int, buckets: int, base: Path, write_mode: str = DEFAULT_WRITE_MODE
 ) -> dict[str, Any]:
     spark = get_spark("recon-bench")
     doc = {
@@ -191,9 +191,7 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--buckets", type=int, nargs="+", default=[16, 256])
     ap.add_argument("--work", default=tempfile.gettempdir(), help="folder for the tables")
-    ap.add_argument(
-        "--write-mode", default="merge-on-read", choices=["copy-on-write", "merge-on-read"]
-    )
+    ap.add_argument("--write-mode", default=DEFAULT_WRITE_MODE, choices=WRITE_MODES)
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     print(

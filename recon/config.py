@@ -42,6 +42,7 @@ _TOP_KEYS = {
     "write_mode",
 }
 WRITE_MODES = ("copy-on-write", "merge-on-read")
+DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and publish")
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 
@@ -99,9 +100,9 @@ class PipelineConfig:
     retention_hours: int | None = None  # the DAG expires older versions/state (recon expire)
     # how an hour's changes reach the state and the tables: the changed rows added beside the
     # buckets with position deletes where that is cheaper, else the buckets rewritten
-    # (merge-on-read, the default since session 59), or the buckets always rewritten
-    # (copy-on-write, for readers that apply no Iceberg v2 deletes) (`recon.merge.stage`)
-    write_mode: str = "merge-on-read"
+    # (merge-on-read, the default), or the buckets always rewritten (copy-on-write, for
+    # readers that apply no Iceberg v2 deletes) (`recon.merge.stage`)
+    write_mode: str = DEFAULT_WRITE_MODE
 
     @property
     def dag_id(self) -> str:
@@ -355,7 +356,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         raise _fail(
             path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
         )
-    write_mode = data.get("write_mode", "merge-on-read")
+    write_mode = data.get("write_mode", DEFAULT_WRITE_MODE)
     if write_mode not in WRITE_MODES:
         raise _fail(
             path, "write_mode", f"{write_mode!r} is not a mode; use one of {', '.join(WRITE_MODES)}"
