@@ -100,6 +100,10 @@ class Layout:
     def events(self, hour: datetime) -> Path:
         return self.state / "events" / f"hour={hour_text(hour)}"
 
+    def winners(self, hour: datetime) -> Path:
+        """The hour's events less those a decode task superseded (`recon.decode.prefold`)."""
+        return self.state / "winners" / f"hour={hour_text(hour)}"
+
     def carry(self, hour: datetime) -> Path:
         return self.state / "carry" / f"hour={hour_text(hour)}"
 

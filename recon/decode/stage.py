@@ -50,8 +50,10 @@ from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detai
 from recon.decode.stream import decode_stream
 from recon.decode.summary import (
     SHAPE_FIELDS,
+    SUPERSEDED,
     DecodedShapes,
     EventShape,
+    SupersededCount,
     shape_keys,
     summary_rows,
     with_shape_texts,
@@ -59,6 +61,7 @@ from recon.decode.summary import (
 from recon.decode.task_files import (
     FILE_ROWS_DDL,
     SUMMARY,
+    WINNER,
     commit_task_files,
     write_task_files,
 )
@@ -157,6 +160,8 @@ class _Decoded:
     shapes: list[EventShape]
     newest: dict[str, int]
     """Newest source time (epoch ms) of the events per table, "db.table" (`newest_event_ms`)."""
+    superseded: list[SupersededCount]
+    """The events the decode tasks' pre-folds superseded (`recon.decode.prefold`)."""
 
 
 def decode_hour(
@@ -195,6 +200,8 @@ def decode_hour(
     shapes: DecodedShapes = {
         "events_files": folder_files(layout.events(hour)),
         "shapes": decoded.shapes,
+        "winners_files": folder_files(layout.winners(hour)),
+        "superseded": decoded.superseded,
     }
     counters["event_shapes"] = shapes
     write_json_atomic(layout.decode_counters(hour), counters)
@@ -720,6 +727,7 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
     reasons: dict[str, int] = {}
     shapes: list[EventShape] = []
     newest: dict[str, int] = {}
+    superseded: list[SupersededCount] = []
     tasks = sorted((staging / f"kind={SUMMARY}").glob("*.json"))
     has_ddl = False
     # added up by what they count: each (partition, counter) and each reason comes once
@@ -727,6 +735,8 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
         n = int(r["n"])
         if r["kind"] == "stat":
             stats[(r["topic"], r["partition"])][r["name"]] = n
+        elif r["kind"] == SUPERSEDED:
+            superseded.append({"db": r["db"], "tbl": r["tbl"], "op": r["name"], "n": n})
         elif r["kind"] == "event":
             events_by_op[r["name"]] += n
             shapes.append(_shape(r, n))
@@ -739,7 +749,10 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
     ddls = _staged_ddls(spark, staging) if has_ddl else []
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
     shapes.sort(key=lambda s: tuple(str(v) for v in s.values()))
-    return _Decoded(stats, dict(events_by_op), ddls, reasons, unreadable, shapes, newest)
+    superseded.sort(key=lambda c: tuple(str(v) for v in c.values()))
+    return _Decoded(
+        stats, dict(events_by_op), ddls, reasons, unreadable, shapes, newest, superseded
+    )
 
 
 def _staged_ddls(spark: SparkSession, staging: Path) -> list[tuple[str, str, str]]:
@@ -803,6 +816,7 @@ def _publish_outputs(layout: Layout, hour: datetime, staging: Path) -> None:
     # killed in between leaves an hour that is not decoded, never old and new outputs mixed
     layout.decode_counters(hour).unlink(missing_ok=True)
     replace_dir(staging / "kind=event", layout.events(hour))
+    replace_dir(staging / f"kind={WINNER}", layout.winners(hour))
     replace_dir(staging / "kind=carry", layout.carry(hour))
     replace_dir(staging / "kind=quarantine", layout.quarantine(hour))
     replace_dir(staging / "offsets", layout.offsets(hour))

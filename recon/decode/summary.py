@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -92,12 +92,26 @@ class DecodedShapes(TypedDict):
 
     events_files: list[tuple[str, int, int]]
     shapes: list[EventShape]
+    winners_files: NotRequired[list[tuple[str, int, int]]]
+    """The files of the hour's winners folder (`recon.decode.prefold`) when the decode wrote
+    it (absent: an hour decoded before the decode tasks pre-folded their events)."""
+    superseded: NotRequired[list[SupersededCount]]
+    """The events the winners leave out, per source table and op."""
+
+
+class SupersededCount(TypedDict):
+    db: str | None
+    tbl: str | None
+    op: str
+    n: int
 
 
 SUMMARY_COLUMNS = ("kind", "topic", "partition", "name", "db", "tbl", *SHAPE_FIELDS)
 """What a row of a decode's summary is counted by (`TaskSummary.rows`); each also holds `n`,
 `ddl_seen` (a DDL statement is among them) and `newest` (the events' newest source time)."""
 _NO_SHAPE = (None,) * len(SHAPE_FIELDS)
+SUPERSEDED = "superseded"
+"""The kind of a summary row that counts events a decode task's pre-fold superseded."""
 
 
 def _json(value: Any) -> str | None:
@@ -152,6 +166,12 @@ class TaskSummary:
         elif kind == "quarantine":
             self._add_reasons(batch)
         return False
+
+    def add_superseded(self, counts: Counter[tuple[str | None, str | None, str]]) -> None:
+        """The events the task's pre-fold superseded, per source table and op
+        (`recon.decode.prefold`): rows of kind `superseded`."""
+        for (db, tbl, op), n in counts.items():
+            self.counts[(SUPERSEDED, None, None, op, db, tbl, *_NO_SHAPE)] += n
 
     def _add_newest(self, batch: pa.RecordBatch) -> None:
         by_table = pa.Table.from_batches([batch.select(["db", "tbl", "event_time_ms"])])
