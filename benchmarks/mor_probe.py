@@ -41,7 +41,6 @@ from benchmarks.merge_cost import H0, _hour, _jvm_peak_mb
 from recon.config import PipelineConfig, load_config
 from recon.merge.contributions import STATE_DDL
 from recon.merge.manifest import load_manifest
-from recon.merge.schemas import resolve_schemas
 from recon.merge.stage import _HourMerge, merge_hour
 from recon.merge.state import checksum_sums, fold
 from recon.publish.iceberg import _column_exprs, _typed_rows, load_table
@@ -87,9 +86,7 @@ def contributions(spark: SparkSession, cfg: PipelineConfig) -> _HourMerge:
     m = _HourMerge(spark, cfg, H0 + timedelta(hours=1), "probe", [TABLE], BUCKETS)
     m.man = load_manifest(cfg)
     m.read_events()
-    m.schemas, m.schema_changed, m.events = resolve_schemas(
-        cfg, m.man, m.events, m.summary, m.hour, m.names
-    )
+    m.resolve_schemas()
     m.build_contributions()
     m.find_touched_buckets()
     m.set_aside_unfit()

@@ -204,6 +204,21 @@ def watermark_skips(
     return ev.where(~F.coalesce(F.col("_wm"), F.lit(False))).drop("_wm"), skipped, not_comparable
 
 
+SUP = "sup"
+"""A contribution's order keys of the changes to its key its event superseded in the decode
+(`recon.merge.winners`): an image's from the event's `sup_img`, a tombstone's from `sup_tomb`
+(`recon.decode.prefold`). Empty for contributions of events read as they are."""
+SUP_COLUMNS = ("sup_img", "sup_tomb")
+
+
+def _sup(ev: DataFrame, image: Column) -> list[Column]:
+    """`SUP` of a slot's contribution, where the events have `SUP_COLUMNS` (`image`: the slot
+    of a key's image; the other is a tombstone's)."""
+    if not all(c in ev.columns for c in SUP_COLUMNS):
+        return []
+    return [F.when(image, F.col(SUP_COLUMNS[0])).otherwise(F.col(SUP_COLUMNS[1])).alias(SUP)]
+
+
 def contributions(
     ev: DataFrame, pks: dict[str, list[str]], carried: tuple[str, ...] = ()
 ) -> DataFrame:
@@ -221,7 +236,7 @@ def contributions(
     table's cost keyed tables' events even untaken (the contributions and their counts of a
     500k-event DataWorks hour, one JVM, warm: 2.9-3.2 s with them, 2.3-2.6 s without; in
     fresh `recon run`s the job's CPU time 6.0 -> 5.7 s, the mean of four each, within their
-    noise)."""
+    noise). Events with `SUP_COLUMNS` give their contributions `SUP` (`_sup`)."""
     op, before, after = F.col("op"), F.col("before"), F.col("after")
     keyed_tables = [t for t, pk in pks.items() if pk]
     has_pk = F.col("table").isin(keyed_tables)
@@ -261,6 +276,6 @@ def contributions(
         .where(F.col("sign").isNotNull())  # no contribution in this slot
         .select(
             "table", key.alias("key"), F.col("order_key").alias("ident"), "order_key", "sign",
-            row.alias("row"), "event_time_ms", contrib_op.alias("op"), *carried,
+            row.alias("row"), "event_time_ms", contrib_op.alias("op"), *carried, *_sup(ev, one),
         )
     )  # fmt: skip

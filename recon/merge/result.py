@@ -55,6 +55,9 @@ class TableMerge(TypedDict):
     buckets: int
     primary_key: list[str]
     published: PublishResult
+    folded_in_decode: NotRequired[int]
+    """Changes the decode tasks found superseded by a later change of their key
+    (`recon.decode.prefold`): the merge folded the winners that stand for them, not them."""
 
 
 class MergeResult(TypedDict):

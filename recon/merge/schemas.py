@@ -1,11 +1,12 @@
 """The schema of each merged table after an hour: the manifest's, or a new one from the config;
 then the hour's DDL (ADD, DROP, RENAME, MODIFY/CHANGE COLUMN) and the columns and types its
-images carry. Images are brought into the schema's columns (`normalize_images`) before they are
+images carry. Images are brought into the schema's columns (`image_fixes`) before they are
 merged, so a row keeps its identity across a schema change."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import reduce
@@ -78,13 +79,13 @@ def summary_of_shapes(cfg: PipelineConfig, shapes: list[EventShape]) -> HourSumm
 def resolve_schemas(
     cfg: PipelineConfig,
     man: Manifest,
-    events: DataFrame,
     summary: HourSummary,
     hour: datetime,
     names: list[str],
-) -> tuple[dict[str, TableSchema], dict[str, bool], DataFrame]:
-    """(schema per table, whether it changed this hour, the events with their images in the
-    columns of the schema: renamed, dropped and added columns as the database applied them)."""
+) -> tuple[dict[str, TableSchema], dict[str, bool], Callable[[DataFrame], DataFrame]]:
+    """(schema per table, whether it changed this hour, what puts an hour's events' images in
+    the columns of the schema: renamed, dropped and added columns as the database applied
+    them; the same for any frame of the hour's events, its winners too)."""
     schemas: dict[str, TableSchema] = {}
     changed: dict[str, bool] = {}
     for name in names:
@@ -97,13 +98,20 @@ def resolve_schemas(
             changed[name] = True
     for name in _apply_ddl(schemas, summary.ddl, hour):
         changed[name] = True
-    events = normalize_images(events, schemas)
+    fixes = [image_fixes(schemas)]  # the images as the schema's columns stand before the hour
     observed, defaulted = _observe_images(schemas, man, summary.shapes, hour)
     for name in observed:
         changed[name] = True
     if defaulted:  # columns first seen in images that state their default (Debezium)
-        events = normalize_images(events, {n: schemas[n] for n in defaulted})
-    return schemas, changed, events
+        fixes.append(image_fixes({n: schemas[n] for n in defaulted}))
+
+    def normalize(events: DataFrame) -> DataFrame:
+        for fix in fixes:
+            for img, col in (fix or {}).items():
+                events = events.withColumn(img, col)
+        return events
+
+    return schemas, changed, normalize
 
 
 def normalize_image(img: Column, table: Column, schemas: dict[str, TableSchema]) -> Column:
@@ -174,12 +182,15 @@ def lit_map_str(d: dict[str, str]) -> Column:
     return F.create_map(*[F.lit(x) for kv in sorted(d.items()) for x in kv])
 
 
-def normalize_images(events: DataFrame, schemas: dict[str, TableSchema]) -> DataFrame:
+def image_fixes(schemas: dict[str, TableSchema]) -> dict[str, Column] | None:
+    """Per image column, its expression in the tables' current columns (`normalize_image`);
+    None when no table renamed, dropped or defaulted a column. Built now, from the schemas as
+    they are now."""
     if not any(s.former or s.dropped or s.defaults for s in schemas.values()):
-        return events
-    for img in ("before", "after"):
-        events = events.withColumn(img, normalize_image(F.col(img), F.col("table"), schemas))
-    return events
+        return None
+    return {
+        img: normalize_image(F.col(img), F.col("table"), schemas) for img in ("before", "after")
+    }
 
 
 def initial_schema(name: str, tcfg: TableConfig) -> TableSchema:

@@ -26,6 +26,8 @@ from pyspark.sql import functions as F
 from recon.config import PipelineConfig
 from recon.core.model import EVENT_SCHEMA
 from recon.core.schema import TableSchema
+from recon.core.watermark import Watermark
+from recon.decode.summary import DecodedShapes
 from recon.errors import ManifestError, NotDecodedError, ReconError
 from recon.faults import checkpoint
 from recon.layout import (
@@ -40,6 +42,7 @@ from recon.merge.contributions import (
     CHECKSUM_TERMS,
     STATE_COLS,
     STATE_DDL,
+    SUP,
     contributions,
     key_bucket,
     route_expr,
@@ -90,6 +93,14 @@ from recon.merge.state import (
     skip_counts,
 )
 from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
+from recon.merge.winners import (
+    FOLDED_COLUMNS,
+    clean_tables,
+    keyed_as_stated,
+    read_winners,
+    superseded_by_table,
+    without_sup,
+)
 from recon.publish.iceberg import (
     publish_table,
     published_hours,
@@ -163,6 +174,13 @@ class _HourMerge:
     events: DataFrame = field(init=False)
     summary: HourSummary = field(init=False)
     events_files: list[tuple[str, int, int]] = field(default_factory=list)
+    winners: DataFrame | None = None
+    """The hour's winners (`recon.merge.winners`), when the decode wrote them for these events."""
+    winners_files: list[tuple[str, int, int]] = field(default_factory=list)
+    superseded: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per table and op, the events the winners leave out."""
+    prefolded: list[str] = field(default_factory=list)
+    """The tables merged from the winners this hour (`prefold_tables`)."""
     schemas: dict[str, TableSchema] = field(init=False)
     schema_changed: dict[str, bool] = field(init=False)
     skipped_wm: dict[str, int] = field(default_factory=dict)
@@ -223,9 +241,7 @@ class _HourMerge:
             self.cfg.start, self.hour, self.man["hours"], self.man.get("partial_hours"), self.names
         )
         self.read_events()
-        self.schemas, self.schema_changed, self.events = resolve_schemas(
-            self.cfg, self.man, self.events, self.summary, self.hour, self.names
-        )
+        self.resolve_schemas()
         self.build_contributions()
         self.find_touched_buckets()
         self.set_aside_unfit()
@@ -267,6 +283,15 @@ class _HourMerge:
             out.append(fold_delta(self.olds, changed, columns))
         return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), out)
 
+    def resolve_schemas(self) -> None:
+        """The tables' schemas after the hour, and its events' images in their columns."""
+        self.schemas, self.schema_changed, normalize = resolve_schemas(
+            self.cfg, self.man, self.summary, self.hour, self.names
+        )
+        self.events = normalize(self.events)
+        if self.winners is not None:
+            self.winners = normalize(self.winners)
+
     def read_events(self) -> None:
         ev_dir = self.cfg.layout.events(self.hour)
         # before Spark lists them: a decode in between is then seen by the check, too
@@ -278,21 +303,48 @@ class _HourMerge:
         else:
             events = self.spark.createDataFrame([], arrow_ddl(EVENT_SCHEMA))
         self.events = events.withColumn("table", route_expr(self.cfg))
-        self.summary = self.decoded_summary() or summarize_hour(self.events)
+        decoded = read_json(self.cfg.layout.decode_counters(self.hour)).get("event_shapes")
+        summary = self.decoded_summary(decoded)
+        self.summary = summary or summarize_hour(self.events)
+        if summary is not None and decoded is not None:
+            self.read_winners(decoded)
 
-    def decoded_summary(self) -> HourSummary | None:
+    def decoded_summary(self, decoded: DecodedShapes | None) -> HourSummary | None:
         """The summary from what the decode counted of these very events (None: an hour decoded
         before it counted it, or whose events have changed since)."""
-        decoded = read_json(self.cfg.layout.decode_counters(self.hour)).get("event_shapes")
         if not decoded or [tuple(f) for f in decoded["events_files"]] != self.events_files:
             return None
         return summary_of_shapes(self.cfg, decoded["shapes"])
+
+    def read_winners(self, decoded: DecodedShapes) -> None:
+        """The hour's winners and what they leave out (`recon.merge.winners`), if the decode
+        wrote them for these very events."""
+        layout = self.cfg.layout
+        win_dir = layout.winners(self.hour)
+        self.winners_files = folder_files(win_dir)  # before Spark lists them, as the events'
+        won = read_winners(
+            self.spark, decoded, self.events_files, layout.events(self.hour), win_dir
+        )
+        if won is not None:
+            self.winners = won.withColumn("table", route_expr(self.cfg))
+            self.superseded = superseded_by_table(self.cfg, decoded)
+
+    def prefold_tables(self, wm: Watermark | None) -> list[str]:
+        """The tables this hour merges from its winners (`recon.merge.winners`)."""
+        if self.winners is None:
+            return []
+        keyed = [n for n in self.names if keyed_as_stated(n, self.schemas[n], self.summary)]
+        return clean_tables(self.flagged, keyed, wm) if keyed else []
 
     def check_events_unchanged(self) -> None:
         """The hour's events are read by several jobs, not copied first: an hour decoded again
         while it merged (a `recon decode` by hand beside the DAG) stops the merge before it
         publishes anything, rather than merge a mix of two decodes."""
-        if folder_files(self.cfg.layout.events(self.hour)) != self.events_files:
+        layout = self.cfg.layout
+        if folder_files(layout.events(self.hour)) != self.events_files or (
+            self.winners is not None
+            and folder_files(layout.winners(self.hour)) != self.winners_files
+        ):
             raise ReconError(
                 f"hour {self.H} of pipeline {self.cfg.name} was decoded again while it merged; "
                 f"run the merge of {self.H} again (nothing was published)"
@@ -318,14 +370,10 @@ class _HourMerge:
         in one job, then left out: one pass over the events, where the check was one more)."""
         self.published = {n: published_types(self.cfg, n) for n in self.names}
         self.flagged = flag_unfit(self.events, self.schemas, self.names, self.published)
-        ev = self.flagged.where(F.col("table").isin(self.names) & (F.col("op") != "ddl"))
         wm = load_watermark(self.cfg.snapshot_path) if self.cfg.snapshot_path else None
-        if wm is not None:  # a change set aside is neither skipped nor counted as such
-            ev, self.skipped_wm, self.not_comparable = watermark_skips(
-                ev, wm, among=F.size(UNFIT) == 0
-            )
+        self.prefolded = self.prefold_tables(wm)
         pks = {n: s.primary_key for n, s in self.schemas.items()}
-        contrib = contributions(ev, pks, carried=(UNFIT,))
+        contrib = contributions(self.changes_to_fold(wm), pks, carried=(UNFIT,))
         self.snapshot_info = self.man["snapshot"]
         self.snapshot_for = [
             n for n in self.names if wm is not None and snapshot_pending(self.man, n)
@@ -334,7 +382,9 @@ class _HourMerge:
             snap = snapshot_rows(self.spark, self.cfg, self.schemas, wm, self.snapshot_for)
             if snap is not None:
                 contrib = contrib.unionByName(
-                    snap.withColumn(UNFIT, F.array().cast("array<string>"))
+                    snap.withColumn(UNFIT, F.array().cast("array<string>")).withColumn(
+                        SUP, F.array().cast("array<binary>")
+                    )
                 )
             self.snapshot_info = {
                 "watermark": wm.to_json(),
@@ -348,11 +398,35 @@ class _HourMerge:
             .withColumn("ck", F.lit(None).cast("bigint"))
         )
 
+    def changes_to_fold(self, wm: Watermark | None) -> DataFrame:
+        """The events the hour's contributions come from: each table's winners, for the tables
+        merged from them (`prefolded`), else its events; each with `UNFIT`, and the order keys
+        its contributions superseded (`recon.merge.contributions.SUP_COLUMNS`)."""
+        rest = [n for n in self.names if n not in self.prefolded]
+        parts = []
+        if rest or not self.prefolded:
+            ev = self.flagged.where(F.col("table").isin(rest) & (F.col("op") != "ddl"))
+            if wm is not None:  # a change set aside is neither skipped nor counted as such
+                ev, self.skipped_wm, self.not_comparable = watermark_skips(
+                    ev, wm, among=F.size(UNFIT) == 0
+                )
+            parts.append(without_sup(ev).select(*FOLDED_COLUMNS))
+        if self.prefolded and self.winners is not None:
+            won = self.winners.where(F.col("table").isin(self.prefolded) & (F.col("op") != "ddl"))
+            # their every change fits (`prefold_tables`)
+            won = won.withColumn(UNFIT, F.array().cast("array<string>"))
+            parts.append(won.select(*FOLDED_COLUMNS))
+        return functools.reduce(DataFrame.unionByName, parts)
+
     def find_touched_buckets(self) -> None:
         touched, self.entered, self.unfit, self.changed_keys = contribution_counts(
             self.contrib, UNFIT
         )
         self.touched = {n: touched.get(n, set()) for n in self.names}
+        for n in self.prefolded:  # the changes the winners stand for entered as theirs did
+            by_op = self.entered["by_op"].setdefault(n, {})
+            for op, k in self.superseded.get(n, {}).items():
+                by_op[op] = by_op.get(op, 0) + k
         for n in self.names:  # a schema change rewrites the whole published table; so do terms
             # of another form (`CHECKSUM_TERMS`: every bucket's checksum is summed again)
             if (self.schema_changed[n] or self.old_terms(n)) and n in self.man["tables"]:
@@ -656,6 +730,9 @@ class _HourMerge:
             "buckets": self.buckets_of(n),
             "primary_key": s.primary_key,
             "published": pub,
+            "folded_in_decode": (
+                sum(self.superseded.get(n, {}).values()) if n in self.prefolded else 0
+            ),
         }
 
     def commit_manifest(self, new_man: Manifest) -> None:

@@ -12,7 +12,7 @@ from typing import TypedDict
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from recon.merge.contributions import STATE_COLS, key_bucket, with_checksum
+from recon.merge.contributions import STATE_COLS, SUP, key_bucket, with_checksum
 
 U64 = 1 << 64
 
@@ -26,14 +26,19 @@ def keyed_live(ms_tables: list[str]) -> Column:
     return ~is_multiset(ms_tables) & (F.col("sign") == 1)
 
 
-def main_contributions(contrib: DataFrame) -> DataFrame:
-    """One contribution per event (a PK change's tombstone and a multiset update's -1 copy ride
-    along), so skips and applies count events; out-of-band snapshot rows are apart."""
-    return contrib.where(
+def is_main() -> Column:
+    """A contribution that stands for its event (`main_contributions`)."""
+    return (
         (F.col("op") != "pk_change")
         & ((F.col("sign") != -1) | (F.col("op") == "delete"))
         & (F.length("order_key") > 0)
     )
+
+
+def main_contributions(contrib: DataFrame) -> DataFrame:
+    """One contribution per event (a PK change's tombstone and a multiset update's -1 copy ride
+    along), so skips and applies count events; out-of-band snapshot rows are apart."""
+    return contrib.where(is_main())
 
 
 # Up to this many changes, the skip counts send the hour's (table, key, order key) to every
@@ -60,15 +65,25 @@ def skip_counts(
     )
     if several:
         olds = olds.groupBy("table", "key").agg(F.max("old_ok").alias("old_ok"))
-    keyed = main.where(~is_ms).select("table", "key", "order_key")
+    ok, old_ok = F.col("order_key"), F.col("old_ok")
+    own = F.col("_main")
+    if SUP in contrib.columns:  # the changes superseded in the decode count as their own would
+        keyed = contrib.where(~is_ms & (is_main() | (F.size(SUP) > 0))).select(
+            "table", "key", "order_key", is_main().alias("_main"), SUP
+        )
+        below = F.size(F.filter(SUP, lambda x: x < old_ok))
+        at = F.size(F.filter(SUP, lambda x: x == old_ok))
+    else:
+        keyed = main.where(~is_ms).select("table", "key", "order_key", F.lit(True).alias("_main"))
+        below = at = F.lit(0)
     if changes <= BROADCAST_CHANGES:
         keyed = F.broadcast(keyed)
     cmp = (
         keyed.join(olds, ["table", "key"], "inner")
         .groupBy("table")
         .agg(
-            F.sum(F.when(F.col("order_key") < F.col("old_ok"), 1).otherwise(0)).alias("stale"),
-            F.sum(F.when(F.col("order_key") == F.col("old_ok"), 1).otherwise(0)).alias("again"),
+            F.sum(F.when(own & (ok < old_ok), 1).otherwise(0) + below).alias("stale"),
+            F.sum(F.when(own & (ok == old_ok), 1).otherwise(0) + at).alias("again"),
         )
     )
     out = {r["table"]: (int(r["stale"] or 0), int(r["again"] or 0)) for r in cmp.collect()}

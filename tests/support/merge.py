@@ -3,6 +3,8 @@ the decode stage writes), and read back what was merged and published."""
 
 from __future__ import annotations
 
+import shutil
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -12,9 +14,11 @@ import pyarrow.parquet as pq
 from recon.config import PipelineConfig
 from recon.core.model import EVENT_SCHEMA
 from recon.core.order import kafka_tail, u64
+from recon.decode.prefold import Prefold
 from recon.decode.stats import DecodeCounters
+from recon.decode.summary import SHAPE_FIELDS, DecodedShapes, shape_texts
 from recon.hours import format_hour
-from recon.layout import write_json_atomic
+from recon.layout import folder_files, write_json_atomic
 
 
 def event(
@@ -56,13 +60,18 @@ def event(
     }
 
 
-def write_hour(cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]]) -> None:
-    """What the decode stage leaves for the merge: the hour's events and its counters file."""
+def write_hour(
+    cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]], prefold: bool = False
+) -> None:
+    """What the decode stage leaves for the merge: the hour's events and its counters file.
+    `prefold`: also what a decode task's pre-fold leaves (`recon.decode.prefold`: the winners,
+    whenever anything was superseded, and the counts the decode keeps beside the shapes)."""
     d = cfg.layout.events(hour)
     d.mkdir(parents=True, exist_ok=True)
     for old in d.glob("*.parquet"):
         old.unlink()
-    pq.write_table(pa.Table.from_pylist(events, schema=EVENT_SCHEMA), d / "part-00000.parquet")
+    table = pa.Table.from_pylist(events, schema=EVENT_SCHEMA)
+    pq.write_table(table, d / "part-00000.parquet")
     by_op: dict[str, int] = {}
     for e in events:
         by_op[e["op"]] = by_op.get(e["op"], 0) + 1
@@ -79,7 +88,40 @@ def write_hour(cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]]
         "quarantine_reasons": {},
         "partitions": [],
     }
+    if prefold:
+        counters["event_shapes"] = _prefolded(cfg, hour, table)
     write_json_atomic(cfg.layout.decode_counters(hour), counters)
+
+
+def _prefolded(cfg: PipelineConfig, hour: datetime, table: pa.Table) -> DecodedShapes:
+    """The pre-fold of the hour's one events file, as a decode task does it (everything it
+    supersedes counts: a task that wrote no winners superseded nothing), and the shapes."""
+    shapes: Counter[tuple[Any, ...]] = Counter()
+    for e in table.to_pylist():
+        shapes[(e["db"], e["tbl"], e["op"], *shape_texts(e))] += 1
+    fold = Prefold()
+    for batch in table.to_batches(max_chunksize=7):  # several batches, as a task's
+        fold.add(batch)
+    sup = fold.finish()
+    out = cfg.layout.winners(hour)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    if sup is not None:
+        sup.write_winners(
+            cfg.layout.events(hour) / "part-00000.parquet", out / "part-00000.parquet"
+        )
+    return {
+        "events_files": folder_files(cfg.layout.events(hour)),
+        "shapes": [
+            {"db": db, "tbl": tbl, "op": op, "n": n, **dict(zip(SHAPE_FIELDS, texts, strict=True))}  # type: ignore[typeddict-item]
+            for (db, tbl, op, *texts), n in shapes.items()
+        ],
+        "winners_files": folder_files(out),
+        "superseded": [
+            {"db": db, "tbl": tbl, "op": op, "n": n}
+            for (db, tbl, op), n in (sup.counts if sup else Counter()).items()
+        ],
+    }
 
 
 def state_tables(spark: Any, cfg: PipelineConfig) -> dict[str, list[tuple[Any, ...]]]:
