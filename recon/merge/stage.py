@@ -92,7 +92,7 @@ from recon.merge.state import (
     old_winners,
     skip_counts,
 )
-from recon.merge.unfit import UNFIT, flag_unfit, write_unfit_quarantine
+from recon.merge.unfit import UNFIT, any_unfit, flag_unfit, write_unfit_quarantine
 from recon.merge.winners import (
     FOLDED_COLUMNS,
     clean_tables,
@@ -334,7 +334,10 @@ class _HourMerge:
         if self.winners is None:
             return []
         keyed = [n for n in self.names if keyed_as_stated(n, self.schemas[n], self.summary)]
-        return clean_tables(self.flagged, keyed, wm) if keyed else []
+        if not keyed:
+            return []
+        unfit = any_unfit(self.schemas, keyed, self.published)
+        return clean_tables(self.events, keyed, unfit, wm)
 
     def check_events_unchanged(self) -> None:
         """The hour's events are read by several jobs, not copied first: an hour decoded again

@@ -9,6 +9,7 @@ is set aside here is exactly what publish would have turned into NULL.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from datetime import datetime
 
@@ -48,6 +49,24 @@ def flag_unfit(
     # 500k-event DataWorks hour took 1.25 s warm with it, 0.87 s without (its read: 0.27 s)
     flagged = F.array_compact(F.coalesce(branches, F.array().cast("array<string>")))
     return events.withColumn(UNFIT, flagged)
+
+
+def any_unfit(
+    schemas: dict[str, TableSchema], names: list[str], published: dict[str, dict[str, str]]
+) -> Column:
+    """Whether an event's `UNFIT` (`flag_unfit`) would name a column, as one condition: no
+    array is built per event (the winners' count over every event: `recon.merge.winners`)."""
+    out: Column | None = None
+    for n in names:
+        cols = unfit_value_checks(schemas[n], published[n], "after")
+        if not cols:
+            continue
+        bad = functools.reduce(
+            Column.__or__, [F.coalesce(F.expr(b), F.lit(False)) for _, b in cols]
+        )
+        cond = (F.col("table") == n) & F.col("op").isin("insert", "update", "snapshot")
+        out = F.when(cond, bad) if out is None else out.when(cond, bad)
+    return F.lit(False) if out is None else F.coalesce(out, F.lit(False))
 
 
 def write_unfit_quarantine(

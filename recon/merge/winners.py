@@ -100,18 +100,19 @@ def keyed_as_stated(name: str, schema: TableSchema, summary: HourSummary) -> boo
     return bool(stated) and all(t is not None and json.loads(t) == pk for t in stated)
 
 
-def clean_tables(flagged: DataFrame, tables: Iterable[str], wm: Watermark | None) -> list[str]:
-    """Of `tables`, those none of whose changes of the hour (`flagged`: the events with `UNFIT`)
-    is set aside for a value that does not fit, skipped by the snapshot's watermark `wm` or not
-    comparable to it: one narrow count over the events."""
+def clean_tables(
+    events: DataFrame, tables: Iterable[str], unfit: Column, wm: Watermark | None
+) -> list[str]:
+    """Of `tables`, those none of whose changes of the hour (`events`) has a value that does
+    not fit (`unfit`: `recon.merge.unfit.any_unfit`), or is skipped by the snapshot's watermark
+    `wm` or not comparable to it: one narrow count over the events."""
     tables = list(tables)
-    fits = F.size(UNFIT) == 0
-    counts = [F.sum(F.when(~fits, 1).otherwise(0)).alias("unfit")]
+    counts = [F.sum(F.when(unfit, 1).otherwise(0)).alias("unfit")]
     if wm is not None:  # compared among the changes that fit, as `watermark_skips` compares
         at_or_before = F.expr(wm.sql())
-        counts.append(F.sum(F.when(fits & F.coalesce(at_or_before, F.lit(True)), 1)).alias("wm"))
+        counts.append(F.sum(F.when(~unfit & F.coalesce(at_or_before, F.lit(True)), 1)).alias("wm"))
     rows = (
-        flagged.where(F.col("table").isin(tables) & (F.col("op") != "ddl"))
+        events.where(F.col("table").isin(tables) & (F.col("op") != "ddl"))
         .groupBy("table")
         .agg(*counts)
         .collect()
