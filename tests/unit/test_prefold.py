@@ -223,3 +223,22 @@ def test_a_name_an_image_holds_twice_is_read_at_its_first_entry(tmp_path: Path) 
     sup = _prefold(rows, tmp_path / "e.parquet", 3)
     # the second event is of key 2 (its first entry), beaten by the third; key 1 keeps its one
     assert sup is not None and sup.rows.tolist() == [1]
+
+
+def test_a_task_past_what_it_holds_reads_its_winners_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """A task whose events take more than `HOLD_BYTES` reads its winners back from its event
+    file: the same winners as from the batches it held."""
+    rows = []
+    for i in range(40):
+        r = {f.name: None for f in _FILE_SCHEMA}
+        r.update(db="d", tbl="t", op="update", pk=["id"], order_key=bytes([i + 1]),
+                 after=[("id", str(i % 7)), ("v", str(i))], types=[("id", "int32")])  # fmt: skip
+        rows.append(r)
+    held = _prefold(rows, tmp_path / "e.parquet", 6)
+    held.write_winners(tmp_path / "e.parquet", tmp_path / "held.parquet")
+    monkeypatch.setattr("recon.decode.prefold.HOLD_BYTES", 0)
+    read = _prefold(rows, tmp_path / "e.parquet", 6)
+    assert held.batches is not None and read.batches is None
+    read.write_winners(tmp_path / "e.parquet", tmp_path / "read.parquet")
+    won = pq.read_table(tmp_path / "read.parquet")
+    assert won.equals(pq.read_table(tmp_path / "held.parquet")) and won.num_rows == 7
