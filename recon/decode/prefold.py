@@ -9,9 +9,9 @@ event for every other reader), each winning contribution with the order keys of 
 superseded (`sup_img` for the image a key's row gets, `sup_tomb` for a tombstone): what the
 merge needs of them to count changes that are stale or already applied
 (`recon.merge.state.skip_counts`). The merge folds the winners instead of every event when that
-gives the same state (`recon.merge.winners`): an hour of a million
-changes to a hundred thousand keys then costs the JVM's heavy steps (the contributions kept on
-disk, the shuffle and sort of their images) a hundred thousand rows, not a million.
+gives the same state (`recon.merge.winners`): an hour of a million changes to a hundred
+thousand keys then costs the JVM's heavy steps (the contributions kept on disk, the shuffle and
+sort of their images) a hundred thousand rows, not a million.
 
 A key here is finer than the merge's, never coarser: the source `db` and `tbl` (the merge's
 table may gather several), the key columns the event states (`pk`) and their values, so two
