@@ -7,10 +7,13 @@ same hour, its winners taken away), with the same counts and a passing audit."""
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -25,20 +28,34 @@ from recon.publish.export import export_rows
 from tests.spark.test_prefold_merge import said
 
 
-@pytest.mark.parametrize("fmt", ["dataworks_json", "debezium_json", "tencent_dts_pb"])
+@pytest.mark.parametrize(
+    ("fmt", "shuffled"),
+    [
+        ("dataworks_json", False),
+        ("debezium_json", False),
+        ("tencent_dts_pb", False),
+        ("debezium_json", True),  # out of Kafka's order: decoded from the hour's staging copy
+    ],
+)
 def test_a_busy_hour_merged_from_its_winners_publishes_what_every_event_does(
-    spark: SparkSession, tmp_path: Path, fmt: str
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture, fmt: str, shuffled: bool
 ) -> None:
     ns = argparse.Namespace(
         keys=300, delete_share=0.1, partitions=2, seed=3, file_per_partition=False
     )
     make_hour(tmp_path / "won", fmt, 6000, ns)
+    if shuffled:
+        for f in (tmp_path / "won" / "raw").rglob("*.parquet"):
+            t = pq.read_table(f)
+            pq.write_table(t.take(np.random.default_rng(5).permutation(t.num_rows)), f)
     shutil.copytree(tmp_path / "won", tmp_path / "every")
     hour: datetime = parse_hour(HOUR)
     results = {}
     for name in ("won", "every"):
         cfg = load_config(tmp_path / name / "pipeline.yaml")
-        decode_hour(spark, cfg, hour)
+        with caplog.at_level(logging.INFO, logger="recon.decode.stage"):
+            decode_hour(spark, cfg, hour)
+        assert ("a staging copy" if shuffled else "the dumps in place") in caplog.text
         assert has_parquet(cfg.layout.winners(hour)), "the busy hour's tasks wrote winners"
         if name == "every":  # the decode's record no longer matches: the merge reads events
             shutil.rmtree(cfg.layout.winners(hour))
