@@ -97,6 +97,7 @@ from recon.merge.winners import (
     FOLDED_COLUMNS,
     clean_tables,
     keyed_as_stated,
+    no_sup,
     read_winners,
     superseded_by_table,
     without_sup,
@@ -323,8 +324,9 @@ class _HourMerge:
         win_dir = layout.winners(self.hour)
         self.winners_files = folder_files(win_dir)  # before Spark lists them, as the events'
         won = read_winners(
-            self.spark, decoded, self.events_files, layout.events(self.hour), win_dir
-        )
+            self.spark, decoded, self.winners_files, self.events_files,
+            layout.events(self.hour), win_dir,
+        )  # fmt: skip
         if won is not None:
             self.winners = won.withColumn("table", route_expr(self.cfg))
             self.superseded = superseded_by_table(self.cfg, decoded)
@@ -386,7 +388,7 @@ class _HourMerge:
             if snap is not None:
                 contrib = contrib.unionByName(
                     snap.withColumn(UNFIT, F.array().cast("array<string>")).withColumn(
-                        SUP, F.array().cast("array<binary>")
+                        SUP, no_sup()
                     )
                 )
             self.snapshot_info = {

@@ -31,7 +31,6 @@ from recon.core.schema import TableSchema
 from recon.core.watermark import Watermark
 from recon.decode.prefold import WINNER_COLUMNS
 from recon.decode.summary import DecodedShapes
-from recon.layout import folder_files
 from recon.merge.contributions import SUP_COLUMNS, route_table
 from recon.merge.schemas import HourSummary
 from recon.merge.unfit import UNFIT
@@ -53,19 +52,19 @@ FOLDED_COLUMNS = [*WINNER_COLUMNS, "table", UNFIT, *SUP_COLUMNS]
 def read_winners(
     spark: SparkSession,
     decoded: DecodedShapes,
+    winners_files: list[tuple[str, int, int]],
     events_files: list[tuple[str, int, int]],
     hour_events: Path,
     hour_winners: Path,
 ) -> DataFrame | None:
-    """The hour's winners, as the decode recorded them beside `events_files` (None: it wrote
-    none, or the folders have changed since): each winners file stands for the events file of
-    its name, and the events files without one (a task that superseded too little to write
-    it, or the events the decode added after its tasks) are read as they are."""
+    """The hour's winners (None: the decode wrote none, or the winners folder's files,
+    `winners_files`, are not those it recorded; the events' files the caller has checked):
+    each winners file stands for the events file of its name, and the events files without
+    one (a task that superseded too little to write it, or the events the decode added after
+    its tasks) are read as they are."""
     recorded = [(str(f), int(n), int(t)) for f, n, t in decoded.get("winners_files", [])]
-    if [tuple(f) for f in decoded["events_files"]] != events_files:
-        return None
     won = [f for f, *_ in recorded if f.endswith(".parquet")]
-    if not won or recorded != folder_files(hour_winners):
+    if not won or recorded != winners_files:
         return None
     rest = [f for f, *_ in events_files if f.endswith(".parquet") and f not in won]
     out = spark.read.parquet(*[str(hour_winners / f) for f in won])
