@@ -11,6 +11,7 @@ aggregates reach the driver, never records.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import uuid
@@ -51,9 +52,11 @@ from recon.decode.stream import decode_stream
 from recon.decode.summary import (
     SHAPE_FIELDS,
     SUPERSEDED,
+    VALUES,
     DecodedShapes,
     EventShape,
     SupersededCount,
+    ValueClassCount,
     shape_keys,
     summary_rows,
     with_shape_texts,
@@ -162,6 +165,8 @@ class _Decoded:
     """Newest source time (epoch ms) of the events per table, "db.table" (`newest_event_ms`)."""
     superseded: list[SupersededCount]
     """The events the decode tasks' pre-folds superseded (`recon.decode.prefold`)."""
+    value_classes: list[ValueClassCount]
+    """The decode tasks' events' checked values per class (`recon.decode.value_classes`)."""
 
 
 def decode_hour(
@@ -203,6 +208,8 @@ def decode_hour(
         "winners_files": folder_files(layout.winners(hour)),
         "superseded": decoded.superseded,
     }
+    if not paired_events:  # the events paired across partitions (by Spark) are not counted
+        shapes["value_classes"] = decoded.value_classes
     counters["event_shapes"] = shapes
     write_json_atomic(layout.decode_counters(hour), counters)
     for d in (staging, copy, skip):
@@ -728,6 +735,7 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
     shapes: list[EventShape] = []
     newest: dict[str, int] = {}
     superseded: list[SupersededCount] = []
+    value_classes: list[ValueClassCount] = []
     tasks = sorted((staging / f"kind={SUMMARY}").glob("*.json"))
     has_ddl = False
     # added up by what they count: each (partition, counter) and each reason comes once
@@ -735,6 +743,11 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
         n = int(r["n"])
         if r["kind"] == "stat":
             stats[(r["topic"], r["partition"])][r["name"]] = n
+        elif r["kind"] == VALUES:
+            column, cls = json.loads(r["name"])
+            value_classes.append(
+                {"db": r["db"], "tbl": r["tbl"], "column": column, "cls": cls, "n": n}
+            )
         elif r["kind"] == SUPERSEDED:
             superseded.append({"db": r["db"], "tbl": r["tbl"], "op": r["name"], "n": n})
         elif r["kind"] == "event":
@@ -750,9 +763,11 @@ def _read_staged(spark: SparkSession, staging: Path, extra: list[dict[str, Any]]
     unreadable = sum(n for r, n in reasons.items() if r.startswith("unreadable dump line"))
     shapes.sort(key=lambda s: tuple(str(v) for v in s.values()))
     superseded.sort(key=lambda c: tuple(str(v) for v in c.values()))
+    value_classes.sort(key=lambda c: tuple(str(v) for v in c.values()))
     return _Decoded(
-        stats, dict(events_by_op), ddls, reasons, unreadable, shapes, newest, superseded
-    )
+        stats, dict(events_by_op), ddls, reasons, unreadable, shapes, newest, superseded,
+        value_classes,
+    )  # fmt: skip
 
 
 def _staged_ddls(spark: SparkSession, staging: Path) -> list[tuple[str, str, str]]:

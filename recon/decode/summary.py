@@ -97,6 +97,17 @@ class DecodedShapes(TypedDict):
     it (absent: an hour decoded before the decode tasks pre-folded their events)."""
     superseded: NotRequired[list[SupersededCount]]
     """The events the winners leave out, per source table and op."""
+    value_classes: NotRequired[list[ValueClassCount]]
+    """The checked values of the events per source table, column and class
+    (`recon.decode.value_classes`; absent: the decode did not count them all)."""
+
+
+class ValueClassCount(TypedDict):
+    db: str | None
+    tbl: str | None
+    column: str
+    cls: str
+    n: int
 
 
 class SupersededCount(TypedDict):
@@ -112,6 +123,11 @@ SUMMARY_COLUMNS = ("kind", "topic", "partition", "name", "db", "tbl", *SHAPE_FIE
 _NO_SHAPE = (None,) * len(SHAPE_FIELDS)
 SUPERSEDED = "superseded"
 """The kind of a summary row that counts events a decode task's pre-fold superseded."""
+
+
+VALUES = "values"
+"""The kind of a summary row that counts the checked values of a column of a source table in
+one class (`recon.decode.value_classes`): its `name` is `[column, class]` in JSON."""
 
 
 def _json(value: Any) -> str | None:
@@ -172,6 +188,12 @@ class TaskSummary:
         (`recon.decode.prefold`): rows of kind `superseded`."""
         for (db, tbl, op), n in counts.items():
             self.counts[(SUPERSEDED, None, None, op, db, tbl, *_NO_SHAPE)] += n
+
+    def add_value_classes(self, counts: Counter[tuple[str | None, str | None, str, str]]) -> None:
+        """The task's checked values per source table, column and class
+        (`recon.decode.value_classes.ValueClasses`): rows of kind `values`."""
+        for (db, tbl, column, cls), n in counts.items():
+            self.counts[(VALUES, None, None, _json([column, cls]), db, tbl, *_NO_SHAPE)] += n
 
     def _add_newest(self, batch: pa.RecordBatch) -> None:
         by_table = pa.Table.from_batches([batch.select(["db", "tbl", "event_time_ms"])])

@@ -34,6 +34,7 @@ from pyspark import TaskContext
 from recon.core.model import OUTPUT_SCHEMA
 from recon.decode.prefold import Prefold
 from recon.decode.summary import TaskSummary
+from recon.decode.value_classes import ValueClasses
 from recon.faults import fail_once
 
 TASKS = "_tasks"  # under the staging folder; Spark's readers skip names starting with `_`
@@ -59,6 +60,7 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
     files: dict[str, _KindFile] = {}
     summary = TaskSummary()
     prefold = Prefold()
+    values = ValueClasses()
     try:
         for batch in batches:
             kinds = batch.column(0)
@@ -73,10 +75,12 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
                 files[kind].add(written)
                 if kind == "event":
                     prefold.add(written)
+                    values.add(written)
     finally:
         for f in files.values():
             f.close()
     paths = {k: str(f.path) for k, f in files.items()}
+    summary.add_value_classes(values.counts)
     if "event" in files:
         _write_winners(prefold, files["event"].path, folder, paths, summary)
     rows = summary.rows()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -92,7 +93,13 @@ from recon.merge.state import (
     old_winners,
     skip_counts,
 )
-from recon.merge.unfit import UNFIT, any_unfit, flag_unfit, write_unfit_quarantine
+from recon.merge.unfit import (
+    UNFIT,
+    any_unfit,
+    fit_in_decode,
+    flag_unfit,
+    write_unfit_quarantine,
+)
 from recon.merge.winners import (
     FOLDED_COLUMNS,
     clean_tables,
@@ -100,6 +107,7 @@ from recon.merge.winners import (
     no_sup,
     read_winners,
     superseded_by_table,
+    value_classes_by_table,
     without_sup,
 )
 from recon.publish.iceberg import (
@@ -182,6 +190,11 @@ class _HourMerge:
     """Per table and op, the events the winners leave out."""
     prefolded: list[str] = field(default_factory=list)
     """The tables merged from the winners this hour (`prefold_tables`)."""
+    value_classes: dict[str, dict[str, Counter[str]]] | None = None
+    """Per table and column, the decode's classes of its checked values (None: not counted)."""
+    fit_in_decode: list[str] = field(default_factory=list)
+    """Of `prefolded`, those whose values the decode's classes show to fit (`fit_in_decode`):
+    their events are not read to check them."""
     schemas: dict[str, TableSchema] = field(init=False)
     schema_changed: dict[str, bool] = field(init=False)
     skipped_wm: dict[str, int] = field(default_factory=dict)
@@ -330,6 +343,7 @@ class _HourMerge:
         if won is not None:
             self.winners = won.withColumn("table", route_expr(self.cfg))
             self.superseded = superseded_by_table(self.cfg, decoded)
+            self.value_classes = value_classes_by_table(self.cfg, decoded)
 
     def prefold_tables(self, wm: Watermark | None) -> list[str]:
         """The tables this hour merges from its winners (`recon.merge.winners`)."""
@@ -338,8 +352,17 @@ class _HourMerge:
         keyed = [n for n in self.names if keyed_as_stated(n, self.schemas[n], self.summary)]
         if not keyed:
             return []
-        unfit = any_unfit(self.schemas, keyed, self.published)
-        return clean_tables(self.events, keyed, unfit, wm)
+        if wm is None and self.value_classes is not None:
+            got = self.value_classes
+            self.fit_in_decode = [
+                n for n in keyed
+                if fit_in_decode(self.schemas[n], self.published[n], got.get(n, {}))
+            ]  # fmt: skip
+        rest = [n for n in keyed if n not in self.fit_in_decode]
+        if not rest:
+            return keyed
+        clean = clean_tables(self.events, rest, any_unfit(self.schemas, rest, self.published), wm)
+        return [n for n in keyed if n in self.fit_in_decode or n in clean]
 
     def check_events_unchanged(self) -> None:
         """The hour's events are read by several jobs, not copied first: an hour decoded again
@@ -738,6 +761,7 @@ class _HourMerge:
             "folded_in_decode": (
                 sum(self.superseded.get(n, {}).values()) if n in self.prefolded else 0
             ),
+            "checked_in_decode": n in self.fit_in_decode,
         }
 
     def commit_manifest(self, new_man: Manifest) -> None:

@@ -10,7 +10,9 @@ is set aside here is exactly what publish would have turned into NULL.
 from __future__ import annotations
 
 import functools
+import re
 import shutil
+from collections import Counter
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -19,7 +21,8 @@ from pyspark.sql import functions as F
 from recon.config import PipelineConfig
 from recon.core.schema import TableSchema
 from recon.decode.stage import raw_records_at
-from recon.publish.iceberg import unfit_value_checks
+from recon.decode.value_classes import ALL
+from recon.publish.iceberg import cast_type, unfit_value_checks
 from recon.spark.session import job_named
 
 UNFIT = "_unfit"
@@ -67,6 +70,51 @@ def any_unfit(
         cond = (F.col("table") == n) & F.col("op").isin("insert", "update", "snapshot")
         out = F.when(cond, bad) if out is None else out.when(cond, bad)
     return F.lit(False) if out is None else F.coalesce(out, F.lit(False))
+
+
+_NUM_CLASS = re.compile(r"^num:(\d+)\.(\d+)$")
+_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+_INTS = {"int": 9, "bigint": 18}  # digits any such number of may have
+
+
+def fits(cls: str, target: str) -> bool:
+    """Whether every value of class `cls` (`recon.decode.value_classes`) survives the cast to
+    Spark type `target` that publish makes (`recon.publish.iceberg`)."""
+    num = _NUM_CLASS.match(cls)
+    if num:
+        whole, frac = int(num.group(1)), int(num.group(2))
+        if target in _INTS:
+            return frac == 0 and whole <= _INTS[target]
+        dec = _DECIMAL.match(target)
+        if dec:
+            p, s = int(dec.group(1)), int(dec.group(2))
+            return whole <= p - s and frac <= s
+        return target in ("float", "double") and whole <= 30 and frac <= 30
+    if target == "date":
+        return cls == "date"
+    if target in ("timestamp", "timestamp_ntz"):  # a zone is read, or left out for NTZ
+        return cls in ("date", "datetime", "tsz")
+    return (target, cls) in (("binary", "b64"), ("boolean", "bool"))
+
+
+def fit_in_decode(
+    schema: TableSchema, published: dict[str, str], classes: dict[str, Counter[str]]
+) -> bool:
+    """Whether the decode's classes of a table's checked values (`classes`: per column, the
+    values per class and in all, `ALL`) show that none of them is unfit: every column checked
+    (`unfit_value_checks`) has all its values in classes that fit its published type. Only for
+    a table whose schema renames, drops and defaults nothing (its images are checked as
+    written)."""
+    if schema.former or schema.dropped or schema.defaults:
+        return False
+    types = dict(schema.columns)
+    for c, _ in unfit_value_checks(schema, published, "after"):
+        got = classes.get(c, Counter())
+        target = cast_type(types[c], published.get(c))
+        fit = sum(n for cls, n in got.items() if cls != ALL and fits(cls, target))
+        if fit != got[ALL]:
+            return False
+    return True
 
 
 def write_unfit_quarantine(

@@ -20,6 +20,7 @@ order keys their winners carry (`recon.merge.contributions.SUP`, `recon.merge.st
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -82,6 +83,21 @@ def superseded_by_table(cfg: PipelineConfig, decoded: DecodedShapes) -> dict[str
         if table is not None:
             ops = out.setdefault(table, {})
             ops[c["op"]] = ops.get(c["op"], 0) + int(c["n"])
+    return out
+
+
+def value_classes_by_table(
+    cfg: PipelineConfig, decoded: DecodedShapes
+) -> dict[str, dict[str, Counter[str]]] | None:
+    """Per published table and column, the decode's count of its checked values per class
+    (`recon.decode.value_classes`); None: the decode did not count them all."""
+    if "value_classes" not in decoded:
+        return None
+    out: dict[str, dict[str, Counter[str]]] = {}
+    for c in decoded["value_classes"]:
+        table = route_table(cfg, c["db"], c["tbl"])
+        if table is not None:
+            out.setdefault(table, {}).setdefault(c["column"], Counter())[c["cls"]] += int(c["n"])
     return out
 
 

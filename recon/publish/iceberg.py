@@ -254,8 +254,8 @@ def _column_exprs(schema: TableSchema, existing: dict[str, str], src: str = "row
     exprs: list[str] = []
     for c, lt in schema.columns:
         v = f"{src}['{sql_string(c)}']"
-        have = existing.get(c)
-        if not have or widens(have, spark_type(lt)):
+        have = cast_type(lt, existing.get(c))
+        if have == spark_type(lt):
             exprs.append(cast_expr(v, lt))
         elif have == "string":
             exprs.append(v)
@@ -264,6 +264,13 @@ def _column_exprs(schema: TableSchema, existing: dict[str, str], src: str = "row
         else:
             exprs.append(f"try_cast({v} as {have})")
     return exprs
+
+
+def cast_type(logical: str, have: str | None) -> str:
+    """The Spark type a column's text is published as (`_column_exprs`): its logical type's,
+    unless the table already has another (`have`) that cannot be promoted to it."""
+    want = spark_type(logical)
+    return want if not have or widens(have, want) else have
 
 
 def sql_string(text: str) -> str:

@@ -90,6 +90,7 @@ def said(result: Any) -> dict[str, Any]:
     for name, t in result["tables"].items():
         t = dict(t)
         t.pop("folded_in_decode", None)
+        t.pop("checked_in_decode", None)
         t["published"] = {k: v for k, v in t["published"].items() if k not in LAYOUT}
         out[name] = t
     return out
@@ -111,6 +112,7 @@ def test_the_winners_merge_to_what_every_event_merges_to(
     every, won = twins(tmp_path, mode)
     hs = hours()
     folded: dict[int, dict[str, int]] = {}
+    checked: dict[int, dict[str, bool]] = {}
 
     def merge(i: int) -> None:
         write_hour(every, hour(i), hs[i])
@@ -120,6 +122,8 @@ def test_the_winners_merge_to_what_every_event_merges_to(
         assert said(b) == said(a), i
         assert all(t.get("folded_in_decode", 0) == 0 for t in a["tables"].values())
         folded[i] = {n: t.get("folded_in_decode", 0) for n, t in b["tables"].items()}
+        checked[i] = {n: t.get("checked_in_decode", False) for n, t in b["tables"].items()}
+        assert not any(t.get("checked_in_decode") for t in a["tables"].values())
         assert_same(spark, every, won)
 
     for i in range(3):
@@ -130,6 +134,10 @@ def test_the_winners_merge_to_what_every_event_merges_to(
     # the moved key 25: its three updates, by the move's tombstone
     assert folded[1]["s.a"] == 10 * 2 + 2 * 3 + 1 + 3 and folded[1]["s.c"] == 0
     assert folded[2]["s.a"] == 0  # a value that does not fit: every event
+    # the decode's classes of the values showed them to fit, so no event was read to check
+    # them; hour 2's value that does not fit has no class: its events were checked
+    assert checked[0] == {"s.a": True, "s.b": False, "s.c": False, "s.d": False}
+    assert checked[2]["s.a"] is False
     # hours merged again, out of order: changes stale or already applied, counted alike
     for i in (1, 0, 2, 1):
         merge(i)

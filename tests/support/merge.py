@@ -17,6 +17,7 @@ from recon.core.order import kafka_tail, u64
 from recon.decode.prefold import Prefold
 from recon.decode.stats import DecodeCounters
 from recon.decode.summary import SHAPE_FIELDS, DecodedShapes, shape_texts
+from recon.decode.value_classes import ValueClasses
 from recon.hours import format_hour
 from recon.layout import folder_files, write_json_atomic
 
@@ -100,8 +101,10 @@ def _prefolded(cfg: PipelineConfig, hour: datetime, table: pa.Table) -> DecodedS
     for e in table.to_pylist():
         shapes[(e["db"], e["tbl"], e["op"], *shape_texts(e))] += 1
     fold = Prefold()
+    values = ValueClasses()
     for batch in table.to_batches(max_chunksize=7):  # several batches, as a task's
         fold.add(batch)
+        values.add(batch)
     sup = fold.finish()
     out = cfg.layout.winners(hour)
     shutil.rmtree(out, ignore_errors=True)
@@ -120,6 +123,10 @@ def _prefolded(cfg: PipelineConfig, hour: datetime, table: pa.Table) -> DecodedS
         "superseded": [
             {"db": db, "tbl": tbl, "op": op, "n": n}
             for (db, tbl, op), n in (sup.counts if sup else Counter()).items()
+        ],
+        "value_classes": [
+            {"db": db, "tbl": tbl, "column": c, "cls": cls, "n": n}
+            for (db, tbl, c, cls), n in values.counts.items()
         ],
     }
 
