@@ -202,6 +202,10 @@ _BAD = [_text(_message("INSERT", "7", "bad", None, {"id": 1}, 1))]
 _INSERTS = [
     _text(_message("INSERT", str(seq), "t", None, {"id": seq, "v": "a"}, 1)) for seq in (7, 8)
 ]
+_NULLS = [  # NULL values and text beyond ASCII: the image buffers' validity and UTF-8 sizes
+    _text(_message("INSERT", str(seq), "t", None, {"id": seq, "v": v, "d": None}, 1))
+    for seq, v in ((7, None), (8, "ü€😀"), (9, "a"))
+]
 _ALONE = [
     _text(_message("UPDATE_AFTER", "9", "t", None, {"id": 1, "v": "b"}, 1)),  # unpaired
     _text(_message("INSERT", "9", "t", None, {"id": 1, "x": "b"}, 1)),  # undeclared column
@@ -217,6 +221,7 @@ _ALONE = [
 @example(stream_=[([_PAIR[0], _AFTERS[1]], 0, False)], flush=20_000, run=50)
 @example(stream_=[(_ALONE, 0, False)], flush=20_000, run=50)
 @example(stream_=[(_INSERTS, 0, True)], flush=20_000, run=50)  # a shape's events by both paths
+@example(stream_=[(_NULLS * 2, 0, False)], flush=20_000, run=50)
 @example(stream_=[(_INSERTS * 3, 0, False), (_PAIR * 3, 0, False)], flush=3, run=50)
 @example(stream_=[(_PAIR * 2, 0, False)], flush=20_000, run=3)  # a run ends in a BEFOR
 # the record loop's pairs, after a pair of their shape (the loop takes a counted shape only)
@@ -518,6 +523,11 @@ read with `k`'s key, or the other way round, shows."""
          flush=20_000)  # fmt: skip
 # the record loop's, a batch filled in it
 @example(records=_one(_dbz(0, "c", _SOURCE, None, _ROW)) * 5, run=50, flush=2)
+@example(  # NULL values and text beyond ASCII, through the record loop's image buffers
+    records=[*_one(_dbz(0, "c", _SOURCE, None, {"id": 1, "v": None}))] * 2
+    + [*_one(_dbz(0, "u", _SOURCE, {"id": 1, "v": "ü€😀"}, {"id": 1, "v": None}))] * 2,
+    run=50, flush=20_000,
+)  # fmt: skip
 @example(records=[((v, None), 0, False) for v in _DBZ_BAD * 2], run=50, flush=20_000)
 @example(  # tables with a key configured and without, and record keys of other names, in turn
     # (twice: the second time every shape is counted, so the record loop reads them all; a

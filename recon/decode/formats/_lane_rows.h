@@ -2,16 +2,20 @@
  * loops (`run` in the lanes' C modules), which read a partition's run of records into the
  * lane's columns in one call.
  *
- * The sink is `LaneRows.sink()`: (ops, rows, before's names, values and lengths, after's
- * names, values and lengths, shapes), the lists and dict `LaneRows` keeps. An emit first looks
+ * The sink is `LaneRows.sink()`: (ops, rows, before's names, values, sizes and lengths,
+ * after's names, values, sizes and lengths, shapes), the lists, bytearrays and dict `LaneRows`
+ * keeps: an image's values go into its bytearrays as UTF-8 and their sizes (`LaneImage`), not
+ * into a list of strs that Arrow would read again one by one. An emit first looks
  * its shape up by the key `Lane.emit` counts it by; a shape not counted yet is left to Python
  * (`Lane.emit` makes the `Event` that shows it), so the record loop stops before the record.
  */
 #ifndef RECON_LANE_ROWS_H
 #define RECON_LANE_ROWS_H
 #include <Python.h>
+#include <stdint.h>
+#include <string.h>
 
-enum { S_OPS, S_ROWS, S_BN, S_BV, S_BL, S_AN, S_AV, S_AL, S_SHAPES, S_SIZE };
+enum { S_OPS, S_ROWS, S_BN, S_BV, S_BS, S_BL, S_AN, S_AV, S_AS, S_AL, S_SHAPES, S_SIZE };
 
 typedef struct {
     PyObject *at[S_SIZE]; /* borrowed: the sink tuple holds them */
@@ -22,7 +26,11 @@ static inline int lane_sink(PyObject *t, LaneSink *s) {
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != S_SIZE) goto bad;
     for (int i = 0; i < S_SIZE; i++) {
         s->at[i] = PyTuple_GET_ITEM(t, i);
-        if (i == S_SHAPES ? !PyDict_CheckExact(s->at[i]) : !PyList_CheckExact(s->at[i])) goto bad;
+        int bytes = i == S_BV || i == S_BS || i == S_AV || i == S_AS;
+        if (i == S_SHAPES ? !PyDict_CheckExact(s->at[i])
+            : bytes      ? !PyByteArray_CheckExact(s->at[i])
+                         : !PyList_CheckExact(s->at[i]))
+            goto bad;
     }
     return 0;
 bad:
@@ -55,19 +63,42 @@ static inline int lane_run_args(PyObject *const *args, Py_ssize_t nargs, Py_ssiz
     return lane_sink(args[sink_at], sink);
 }
 
-/* `LaneImage.add`: an image (names, values) or None; -1 error */
-static inline int lane_image_add(PyObject *names, PyObject *values, PyObject *lengths,
-                                 PyObject *image) {
+/* `n` bytes at `from` appended to bytearray `to`; -1 error */
+static inline int lane_bytes_add(PyObject *to, const void *from, Py_ssize_t n) {
+    Py_ssize_t end = PyByteArray_GET_SIZE(to);
+    if (PyByteArray_Resize(to, end + n) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(to) + end, from, (size_t)n);
+    return 0;
+}
+
+/* `LaneImage.add`: an image (names, values: strs or None) or None, its values' UTF-8 into
+ * `data` and their sizes (-1: NULL) as native int32s into `sizes`; -1 error */
+static inline int lane_image_add(PyObject *names, PyObject *data, PyObject *sizes,
+                                 PyObject *lengths, PyObject *image) {
     PyObject *n;
     if (image == Py_None) {
         n = PyLong_FromLong(-1);
     } else {
         PyObject *v = PyTuple_GET_ITEM(image, 1);
-        Py_ssize_t end = PyList_GET_SIZE(values);
-        if (PyList_Append(names, PyTuple_GET_ITEM(image, 0)) < 0 ||
-            PyList_SetSlice(values, end, end, v) < 0)
-            return -1;
-        n = PyLong_FromSsize_t(PyList_GET_SIZE(v));
+        Py_ssize_t k = PyList_GET_SIZE(v);
+        if (PyList_Append(names, PyTuple_GET_ITEM(image, 0)) < 0) return -1;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            PyObject *x = PyList_GET_ITEM(v, i);
+            int32_t size = -1;
+            if (x != Py_None) {
+                Py_ssize_t len;
+                const char *utf8 = PyUnicode_AsUTF8AndSize(x, &len);
+                if (!utf8) return -1;
+                if (len > INT32_MAX) {
+                    PyErr_SetString(PyExc_OverflowError, "a value of 2 GiB or more");
+                    return -1;
+                }
+                size = (int32_t)len;
+                if (lane_bytes_add(data, utf8, len) < 0) return -1;
+            }
+            if (lane_bytes_add(sizes, &size, sizeof size) < 0) return -1;
+        }
+        n = PyLong_FromSsize_t(k);
     }
     if (!n) return -1;
     int bad = PyList_Append(lengths, n);
@@ -80,8 +111,14 @@ static inline int lane_image_ok(PyObject *image) {
     if (image == Py_None) return 1;
     if (!PyTuple_CheckExact(image) || PyTuple_GET_SIZE(image) != 2) return 0;
     PyObject *names = PyTuple_GET_ITEM(image, 0), *values = PyTuple_GET_ITEM(image, 1);
-    return PyTuple_CheckExact(names) && PyList_CheckExact(values) &&
-           PyTuple_GET_SIZE(names) == PyList_GET_SIZE(values);
+    if (!PyTuple_CheckExact(names) || !PyList_CheckExact(values) ||
+        PyTuple_GET_SIZE(names) != PyList_GET_SIZE(values))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
+        PyObject *x = PyList_GET_ITEM(values, i);
+        if (x != Py_None && !PyUnicode_CheckExact(x)) return 0;
+    }
+    return 1;
 }
 
 /* The count of the shape of (op, row: the `LANE_COLUMNS` tuple, before, after) into
@@ -123,8 +160,8 @@ static inline int lane_append(LaneSink *s, PyObject *counted, PyObject *op, PyOb
     PyObject *n = PyLong_FromSsize_t(had + 1);
     if (!n) return -1;
     if (PyList_Append(s->at[S_OPS], op) < 0 || PyList_Append(s->at[S_ROWS], row) < 0 ||
-        lane_image_add(s->at[S_BN], s->at[S_BV], s->at[S_BL], before) < 0 ||
-        lane_image_add(s->at[S_AN], s->at[S_AV], s->at[S_AL], after) < 0) {
+        lane_image_add(s->at[S_BN], s->at[S_BV], s->at[S_BS], s->at[S_BL], before) < 0 ||
+        lane_image_add(s->at[S_AN], s->at[S_AV], s->at[S_AS], s->at[S_AL], after) < 0) {
         Py_DECREF(n);
         return -1;
     }
