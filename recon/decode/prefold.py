@@ -190,10 +190,12 @@ def _narrow(
         return []
     rows = np.arange(base, base + batch.num_rows, dtype=np.int64)
     out = []
+    # what the fold reads (filtering the whole batch copied its types and raw columns too)
+    narrow = batch.select(["before", "after", "op", "order_key"])
     for text in pc.unique(pc.filter(pk_text, usable)).to_pylist():
         mask = pc.and_(usable, pc.fill_null(pc.equal(pk_text, text), False))
         keep = mask.to_numpy(zero_copy_only=False)
-        part = batch.filter(mask)
+        part = narrow if keep.all() else narrow.filter(mask)
         names = tuple(_unescaped(n) for n in text.split(_SEP))
         before, after = part.column("before"), part.column("after")
         pop = part.column("op")
