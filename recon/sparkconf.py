@@ -56,7 +56,8 @@ REQUIRED_SQL: dict[str, str] = {
 
 
 QUICK_JIT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-"""A run of up to about a million records (`recon.ops.sizing.run_jvm_options`): the JVM
+"""A run of under 2.5M records (`recon.ops.sizing.run_jvm_options`; a million until session
+61, whose measurements are in that module's doc): the JVM
 compiles with the quick JIT compiler only (C1). The optimising one (C2) spent 31-44 s of
 compile time on every 500k-message hour, while the whole run took 40-60 s on 2 cores: a core
 taken from the tasks for most of the run, for code that pays back only over more rows.

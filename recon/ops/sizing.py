@@ -24,12 +24,18 @@ Where the quick compiler stops paying follows the hour's records, not its bytes 
 So a run is small below `SMALL_RUN_RECORDS` records (well under the ~250k where the two meet),
 and below `SMALL_RUN_BYTES` of dumps (an hour of few huge messages is JVM work all the same).
 
-A run that is not small but under about a million records (`QUICK_JIT_RECORDS`) still gets
-the quick compiler, without the small run's serial collector and raised compile thresholds
+A run that is not small but under 2.5M records (`QUICK_JIT_RECORDS`) still gets the quick
+compiler, without the small run's serial collector and raised compile thresholds
 (`QUICK_JIT_JVM_OPTIONS`). Session 31 found the optimising compiler (C2) spending 31-44 s of
 compile time on every 500k-message hour, most of a core for most of the run, and the quick
 compiler alone 15-20% faster there (fresh `recon run`s, alternating; the numbers are in
-`recon.sparkconf`), but 15% slower on a 2M-message hour, where C2's code pays back.
+`recon.sparkconf`), but 15% slower on a 2M-message hour, where C2's code paid back; the limit
+was then 1M records. Since session 60 the JVM's work follows the hour's keys more than its
+messages (the decode tasks pre-fold each key's changes and write the events themselves), and
+session 61 measured (fresh `recon run`s of generated DataWorks hours, alternating, quick ->
+optimising): 2M messages of 100k keys 18.7 / 18.6 s against 23.7 / 24.1 s (Debezium: 27.5
+against 33.5 s); 2M of 2M keys, the JVM's most, 50.0 / 46.1 against 49.4 / 45.5 s; 5M of 5M
+keys 111.6 against 91.3 s, where C2 pays back again.
 """
 
 from __future__ import annotations
@@ -54,10 +60,11 @@ Debezium one with its schemas ~21 MB)."""
 SMALL_RUN_STATE_ROWS = 100_000
 """State rows a merge may rewrite."""
 
-QUICK_JIT_RECORDS = 1_000_000
+QUICK_JIT_RECORDS = 2_500_000
 """Below this many dump records (and `QUICK_JIT_BYTES`, `QUICK_JIT_STATE_ROWS`) a run that is
-not small still compiles with the quick JIT compiler only (`QUICK_JIT_JVM_OPTIONS`: 15-20%
-faster on a 500k-message hour, 15% slower on a 2M-message one, the same on a 1M-message one)."""
+not small still compiles with the quick JIT compiler only (`QUICK_JIT_JVM_OPTIONS`: 20% faster
+on a 2M-message hour of 100k keys, the same on one of 2M keys, 20% slower on 5M of 5M keys:
+the module's doc)."""
 QUICK_JIT_BYTES = 512 * 1024 * 1024
 """Dump bytes (a 2M-message DataWorks hour is ~170 MB of Parquet, a 500k Debezium one ~110 MB)."""
 QUICK_JIT_STATE_ROWS = 1_000_000
