@@ -188,10 +188,8 @@ def _narrow(
     usable = pc.and_(usable, pc.is_valid(pk_text))
     if not pc.any(usable).as_py():
         return []
-    rows = np.arange(base, base + batch.num_rows, dtype=np.int64)
-    out = []
-    # what the fold reads (filtering the whole batch copied its types and raw columns too)
-    narrow = batch.select(["before", "after", "op", "order_key"])
+    rows, out = np.arange(base, base + batch.num_rows, dtype=np.int64), []
+    narrow = batch.select(["before", "after", "op", "order_key"])  # not the types, raw columns
     for text in pc.unique(pc.filter(pk_text, usable)).to_pylist():
         mask = pc.and_(usable, pc.fill_null(pc.equal(pk_text, text), False))
         keep = mask.to_numpy(zero_copy_only=False)
