@@ -67,7 +67,12 @@ def test_a_busy_hour_merged_from_its_winners_publishes_what_every_event_does(
         if name == "won":
             folded = merged["tables"]["shop.orders"]["folded_in_decode"]
             assert folded == sum(c["n"] for c in decoded["superseded"]) > 0
+            # the tasks' value classes reached the decode's record, and vouched for every value
+            classes = {(c["column"], c["cls"]) for c in decoded["value_classes"]}
+            assert ("id", "*") in classes and any(c == "id" for c, k in classes if k != "*")
+            assert merged["tables"]["shop.orders"]["checked_in_decode"] is True
     (won, won_rows), (every, every_rows) = results["won"], results["every"]
     assert every["tables"]["shop.orders"]["folded_in_decode"] == 0
+    assert every["tables"]["shop.orders"]["checked_in_decode"] is False
     assert said(won) == said(every)
     assert won_rows == every_rows and len(won_rows) > 100
