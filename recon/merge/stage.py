@@ -192,7 +192,7 @@ class _HourMerge:
     """The tables merged from the winners this hour (`prefold_tables`)."""
     value_classes: dict[str, dict[str, Counter[str]]] | None = None
     """Per table and column, the decode's classes of its checked values (None: not counted)."""
-    fit_in_decode: list[str] = field(default_factory=list)
+    checked_in_decode: list[str] = field(default_factory=list)
     """Of `prefolded`, those whose values the decode's classes show to fit (`fit_in_decode`):
     their events are not read to check them."""
     schemas: dict[str, TableSchema] = field(init=False)
@@ -354,15 +354,15 @@ class _HourMerge:
             return []
         if wm is None and self.value_classes is not None:
             got = self.value_classes
-            self.fit_in_decode = [
+            self.checked_in_decode = [
                 n for n in keyed
                 if fit_in_decode(self.schemas[n], self.published[n], got.get(n, {}))
             ]  # fmt: skip
-        rest = [n for n in keyed if n not in self.fit_in_decode]
+        rest = [n for n in keyed if n not in self.checked_in_decode]
         if not rest:
             return keyed
         clean = clean_tables(self.events, rest, any_unfit(self.schemas, rest, self.published), wm)
-        return [n for n in keyed if n in self.fit_in_decode or n in clean]
+        return [n for n in keyed if n in self.checked_in_decode or n in clean]
 
     def check_events_unchanged(self) -> None:
         """The hour's events are read by several jobs, not copied first: an hour decoded again
@@ -761,7 +761,7 @@ class _HourMerge:
             "folded_in_decode": (
                 sum(self.superseded.get(n, {}).values()) if n in self.prefolded else 0
             ),
-            "checked_in_decode": n in self.fit_in_decode,
+            "checked_in_decode": n in self.checked_in_decode,
         }
 
     def commit_manifest(self, new_man: Manifest) -> None:
