@@ -121,7 +121,7 @@ def _image_array(
 def _values_array(data: bytearray, sizes: bytearray, typ: pa.DataType) -> pa.Array:
     """An image column's values from their UTF-8 (`data`) and sizes (`sizes`: native int32s,
     -1 a NULL), as `LaneImage` keeps them: the offsets summed by numpy, the bytes copied once."""
-    n = np.frombuffer(sizes, np.int32)
+    n = np.frombuffer(bytes(sizes), np.int32)  # a copy: no view keeps the bytearray from clearing
     nulls = n < 0
     off = np.zeros(len(n) + 1, np.int64)
     np.cumsum(np.maximum(n, 0), out=off[1:])
