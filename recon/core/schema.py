@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-_DECIMAL_RE = re.compile(r"^decimal\((\d+),(\d+)\)$")
+DECIMAL_RE = re.compile(r"^decimal\((\d+),(\d+)\)$")
+"""A DECIMAL's logical or Spark type, `decimal(p,s)`: (precision, scale)."""
 
 # logical type -> Spark SQL type
 _SPARK = {
@@ -44,7 +45,7 @@ _SPARK = {
 
 def spark_type(logical: str) -> str:
     """The Spark SQL type a logical type is published as (text-like types stay strings)."""
-    m = _DECIMAL_RE.match(logical)
+    m = DECIMAL_RE.match(logical)
     if m:
         p, s = int(m.group(1)), int(m.group(2))
         if p > 38:  # MySQL allows DECIMAL(65,30); Spark and Iceberg stop at 38 digits
@@ -58,7 +59,7 @@ def widens(old: str, new: str) -> bool:
     promotions: int -> bigint, float -> double, decimal precision up at the same scale)."""
     if old == new or (old, new) in (("int", "bigint"), ("float", "double")):
         return True
-    mo, mn = _DECIMAL_RE.match(old), _DECIMAL_RE.match(new)
+    mo, mn = DECIMAL_RE.match(old), DECIMAL_RE.match(new)
     return bool(mo and mn and mo.group(2) == mn.group(2) and int(mn.group(1)) >= int(mo.group(1)))
 
 
@@ -96,7 +97,7 @@ def canonical_default(text: str, logical: str) -> str | None:
     try:
         if _SPARK.get(logical) in ("int", "bigint") or logical == "uint64":
             return str(int(Decimal(text)))
-        m = _DECIMAL_RE.match(logical)
+        m = DECIMAL_RE.match(logical)
         if m:
             return str(Decimal(text).quantize(Decimal(1).scaleb(-int(m.group(2)))))
     except (InvalidOperation, ValueError):

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
-from recon.core.schema import TableSchema
+from recon.core.schema import DECIMAL_RE, TableSchema
 from recon.decode.stage import raw_records_at
 from recon.decode.value_classes import ALL
 from recon.publish.iceberg import cast_type, unfit_value_checks
@@ -73,7 +73,6 @@ def any_unfit(
 
 
 _NUM_CLASS = re.compile(r"^num:(\d+)\.(\d+)$")
-_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 _INTS = {"int": 9, "bigint": 18}  # digits any such number of may have
 
 
@@ -85,7 +84,7 @@ def fits(cls: str, target: str) -> bool:
         whole, frac = int(num.group(1)), int(num.group(2))
         if target in _INTS:
             return frac == 0 and whole <= _INTS[target]
-        dec = _DECIMAL.match(target)
+        dec = DECIMAL_RE.match(target)
         if dec:
             p, s = int(dec.group(1)), int(dec.group(2))
             return whole <= p - s and frac <= s
