@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C part of the package, compiled in place (build outputs, never committed, as the
 # protobuf code): recon/decode/formats/_tencent_lane.c, _debezium_lane.c and _dataworks_lane.c,
-# the Tencent, Debezium and DataWorks lanes' reads (with the headers they include: _utf8.h, _lane_rows.h,
+# the Tencent, Debezium and DataWorks lanes' reads, and _run_hashes.c, the dumps' content hashes
+# (with the headers they include: _utf8.h, _lane_rows.h, _run_values.h,
 # and _json.h for the JSON ones). Each again only when its source or a header is newer than its
 # module, or the module is missing.
 set -euo pipefail
@@ -10,9 +11,9 @@ PY=.venv/bin/python
 suffix=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 todo=()
 d=recon/decode/formats
-for src in $d/_tencent_lane.c $d/_debezium_lane.c $d/_dataworks_lane.c; do
+for src in $d/_tencent_lane.c $d/_debezium_lane.c $d/_dataworks_lane.c $d/_run_hashes.c; do
   so="${src%.c}$suffix"
-  if [ ! -f "$so" ] || [ "$src" -nt "$so" ] || [ $d/_utf8.h -nt "$so" ] || [ $d/_json.h -nt "$so" ] || [ $d/_lane_rows.h -nt "$so" ]; then
+  if [ ! -f "$so" ] || [ "$src" -nt "$so" ] || [ $d/_utf8.h -nt "$so" ] || [ $d/_json.h -nt "$so" ] || [ $d/_lane_rows.h -nt "$so" ] || [ $d/_run_values.h -nt "$so" ]; then
     todo+=("$src")
   fi
 done

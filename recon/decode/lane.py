@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from recon.core.model import Event, Op, RawRecord
@@ -149,7 +150,9 @@ class Lane:
         """Whether the decoder holds nothing a record could meet (the lane takes none else)."""
         return True
 
-    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
+    def run(
+        self, cols: Sequence[Sequence[Any]], start: int, end: int, budget: int
+    ) -> tuple[int, int]:
         """Take records `start` to `end` of a run of one partition's records (`cols`: its
         columns, `recon.decode.stream.RawRun`; none carried) in turn, as `take` would,
         emitting at most `budget` rows: (where it stopped, how many records that used up). It

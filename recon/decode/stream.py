@@ -489,13 +489,56 @@ def raw_columns(batch: pa.RecordBatch) -> list[list[Any]]:
     return [batch.column(n).to_pylist() for n in _RAW_NAMES]
 
 
-def records_from(cols: list[list[Any]]) -> Iterator[RawRecord]:
+class BinaryRows(Sequence[bytes | None]):
+    """Rows of a binary Arrow array (those at `rows`, else all), as a run's column: bytes (None
+    for a NULL) one at a time for Python, and straight from the array's buffers for the lanes'
+    C record loops (`native`, read by `_run_values.h`), so that the rows the loops read need no
+    bytes object each (nor a filtered copy of the array: reading a partition out of a dump file
+    that holds several)."""
+
+    __slots__ = ("array", "rows", "native")
+
+    def __init__(self, array: pa.Array, rows: np.ndarray | None = None) -> None:
+        assert array.type == pa.binary(), array.type
+        self.array = array
+        self.rows = None if rows is None else np.ascontiguousarray(rows, np.int64)
+        validity, offsets, data = array.buffers()
+        self.native = (offsets, data, validity, self.rows, array.offset, len(array))
+
+    def __len__(self) -> int:
+        return len(self.array) if self.rows is None else len(self.rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            rows = self.array[i] if self.rows is None else self.array.take(self.rows[i])
+            return rows.to_pylist()
+        return self.array[i if self.rows is None else int(self.rows[i])].as_py()
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        rows = self.array if self.rows is None else self.array.take(self.rows)
+        return iter(rows.to_pylist())
+
+
+def native_column(col: Sequence[Any]) -> Any:
+    """A run's column as the lanes' C loops take it: a list, or `BinaryRows.native`."""
+    return col.native if type(col) is BinaryRows else col
+
+
+def run_columns(rest: pa.RecordBatch, values: BinaryRows) -> list[Sequence[Any]]:
+    """`raw_columns` of a raw-record batch's rows less their values (`rest`), with `values`
+    (the same rows') in their place."""
+    cols: list[Sequence[Any]] = [rest.column(n).to_pylist() for n in _RAW_NAMES if n != "value"]
+    cols.insert(_RAW_NAMES.index("value"), values)
+    return cols
+
+
+def records_from(cols: Sequence[Sequence[Any]]) -> Iterator[RawRecord]:
     """The raw records of columns in RawRecord's field order (`raw_columns`)."""
     for topic, part, offset, key, value, ts_ms, headers, carried, skip in zip(*cols, strict=True):
         yield RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
 
 
-def record_at(cols: list[list[Any]], i: int) -> RawRecord:
+def record_at(cols: Sequence[Sequence[Any]], i: int) -> RawRecord:
     """The raw record of row `i` of columns in RawRecord's field order (`raw_columns`)."""
     topic, part, offset, key, value, ts_ms, headers, carried, skip = (c[i] for c in cols)
     return RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
@@ -509,7 +552,9 @@ class RawRun:
 
     __slots__ = ("cols", "start", "end")
 
-    def __init__(self, cols: list[list[Any]], start: int = 0, end: int | None = None) -> None:
+    def __init__(
+        self, cols: Sequence[Sequence[Any]], start: int = 0, end: int | None = None
+    ) -> None:
         self.cols = cols
         self.start = start
         self.end = len(cols[0]) if end is None else end
@@ -530,7 +575,7 @@ def runs_of(batch: pa.RecordBatch) -> Iterator[RawRun] | Iterator[RawRecord]:
     return _runs_of(raw_columns(batch))
 
 
-def _runs_of(cols: list[list[Any]]) -> Iterator[RawRun]:
+def _runs_of(cols: Sequence[Sequence[Any]]) -> Iterator[RawRun]:
     topics, partitions = cols[0], cols[1]
     start = 0
     for i in range(1, len(topics)):

@@ -10,6 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import example, given, settings
@@ -24,7 +25,7 @@ from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksL
 from recon.decode.formats.debezium_json import DebeziumLane
 from recon.decode.formats.tencent_dts_pb import TencentLane
 from recon.decode.lane import LaneRows
-from recon.decode.stream import RawRun, _StreamDriver, decode_raw
+from recon.decode.stream import BinaryRows, RawRun, _StreamDriver, decode_raw
 from recon.decode.summary import shape_texts
 from recon.demo import sample
 
@@ -134,17 +135,29 @@ def _records(stream_: list[tuple[list[bytes], int, bool]]) -> list[RawRecord]:
     return sorted(recs, key=lambda r: (r.partition, r.offset))
 
 
+def _in_place(values: list[bytes | None]) -> BinaryRows:
+    """Values as the decode tasks read a partition out of a dump file that holds others: rows
+    of an Arrow array (itself a slice) between other partitions' rows."""
+    padded = pa.array([b"x", b"other", *(v for value in values for v in (value, None))], pa.binary())
+    return BinaryRows(padded.slice(1), np.arange(1, 2 * len(values), 2))
+
+
 def _runs(recs: list[RawRecord], size: int) -> list[RawRecord | RawRun]:
     """The records as the decode tasks feed the dumps' (`RawRun`s of at most `size` records
-    of one partition, none carried or to skip), a carried record or one to skip alone."""
+    of one partition, none carried or to skip), a carried record or one to skip alone. An odd
+    `size`: the values as rows of an Arrow array (`_in_place`), else a list (the staging
+    copy's runs)."""
     out: list[RawRecord | RawRun] = []
     run: list[RawRecord] = []
 
     def end_run() -> None:
         if run:
-            cols = [[getattr(r, f) for r in run] for f in stream._RAW_NAMES]
-            out.append(RawRun([[None if f == "carried" else v for v in c] for f, c in
-                               zip(stream._RAW_NAMES, cols, strict=True)]))  # fmt: skip
+            cols: list[Any] = [[getattr(r, f) for r in run] for f in stream._RAW_NAMES]
+            cols = [[None if f == "carried" else v for v in c] for f, c in
+                    zip(stream._RAW_NAMES, cols, strict=True)]  # fmt: skip
+            if size % 2:
+                cols[stream._RAW_NAMES.index("value")] = _in_place(cols[4])
+            out.append(RawRun(cols))
             run.clear()
 
     for rec in recs:
@@ -277,7 +290,8 @@ def test_the_lane_takes_the_common_records() -> None:
     assert stats["update_pairs_joined"] == 1 and stats["records_consumed"] == 5
 
 
-def test_the_lanes_record_loop_takes_a_runs_common_records() -> None:
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_lanes_record_loop_takes_a_runs_common_records(in_place: bool) -> None:
     """Fed as a run (`RawRun`: how the decode tasks feed the dumps), inserts, deletes and
     updates' two records go by the lane's record loop in C: Python's `take` sees only the
     first record of each shape (its `Event` shows the shape), the record the decoder takes,
@@ -315,6 +329,8 @@ def test_the_lanes_record_loop_takes_a_runs_common_records() -> None:
             [None] * len(values), [None] * len(values)]  # fmt: skip
     driver = _StreamDriver("dataworks_json", DecodeContext())
     driver.lane_class = Counting
+    if in_place:  # read from an Arrow array's buffers, between other partitions' rows
+        cols[4] = _in_place(values)
     assert list(driver.feed_run(RawRun(cols))) == []
     driver.finish()
     assert taken == [0, 3, 4, 7, 13, 15, 16]
@@ -587,7 +603,8 @@ def test_the_debezium_lane_takes_full_row_changes() -> None:
     assert driver.lane_rows.after.values[:4] == ["1", "2.58", "2026-03-02 10:00:00", "a"]
 
 
-def test_the_debezium_record_loop_takes_a_runs_row_changes() -> None:
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_debezium_record_loop_takes_a_runs_row_changes(in_place: bool) -> None:
     """Fed as a run (`RawRun`), creates, updates and deletes go by the lane's record loop in C:
     Python's `take` sees only the first of each shape, and the tombstone the decoder takes."""
     taken: list[int] = []
@@ -613,6 +630,8 @@ def test_the_debezium_record_loop_takes_a_runs_row_changes() -> None:
             [None] * n, [None] * n]  # fmt: skip
     driver = _StreamDriver("debezium_json", DecodeContext())
     driver.lane_class = Counting
+    if in_place:  # read from an Arrow array's buffers, between other partitions' rows
+        cols[4] = _in_place(values)
     assert list(driver.feed_run(RawRun(cols))) == []
     driver.finish()
     assert taken == [0, 2, 3, 4, 6, 7]
@@ -773,7 +792,8 @@ def test_the_tencent_lane_takes_whole_transactions() -> None:
     assert stats["transactions_committed"] == 2
 
 
-def test_the_tencent_record_loop_takes_a_runs_whole_transactions() -> None:
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_tencent_record_loop_takes_a_runs_whole_transactions(in_place: bool) -> None:
     """Fed as a run (`RawRun`), messages of whole transactions go by the lane's record loop in
     C: Python's `take` sees only those the lane does not take (checkpoints, segments: the
     decoder's) and those with a change of a shape not counted yet; the rows, counters and the
@@ -793,6 +813,8 @@ def test_the_tencent_record_loop_takes_a_runs_whole_transactions() -> None:
             [None] * n, [None] * n]  # fmt: skip
     driver = _StreamDriver("tencent_dts_pb", _TENCENT_CTX)
     driver.lane_class = Counting
+    if in_place:  # read from an Arrow array's buffers, between other partitions' rows
+        cols[4] = _in_place(values)
     assert list(driver.feed_run(RawRun(cols))) == []
     by_record = _StreamDriver("tencent_dts_pb", _TENCENT_CTX)
     for offset, value in enumerate(values):

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -26,6 +27,7 @@ from recon.decode.dump_input import (
     readable_in_place,
 )
 from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
+from recon.decode.stream import BinaryRows
 
 _FILES = st.lists(  # each file: its rows (topic or None for the folder's, partition, offset)
     st.lists(
@@ -153,6 +155,47 @@ def test_an_hour_is_read_in_place_only_in_order_and_then_counted_as_a_whole(
         (t, p, o, content_hashes(pa.array([k], pa.binary()), pa.array([v], pa.binary()))[0].as_py())
         for t, p, o, k, v in want
     )
+
+
+_BYTES = st.none() | st.binary(max_size=80)  # XXH64's 32-byte stripes, 8-, 4- and 1-byte tails
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(_BYTES, _BYTES), max_size=12), data=st.data())
+def test_the_c_hashes_are_the_xxhash_packages(rows: list[Any], data: st.DataObject) -> None:
+    """The content hashes in C (`_run_hashes.c`) of a run's keys and values, as lists and as
+    rows of Arrow arrays (slices of them, rows picked in any order, NULLs), are the `xxhash`
+    package's: XXH64 of the key from Spark's seed, then of the value from that, a NULL left
+    out."""
+    assert dump_input._run_hashes is not None, "make setup builds the C modules"
+    want = np.array([dump_input._hash(k, v) for k, v in rows], np.uint64).view(np.int64).tolist()
+    keys, values = [k for k, _ in rows], [v for _, v in rows]
+    assert dump_input._hashes(keys, values).to_pylist() == want
+    pad = data.draw(st.integers(0, 3))
+    karr = pa.array([b"pad"] * pad + keys, pa.binary()).slice(pad)
+    varr = pa.array([None] * pad + values, pa.binary()).slice(pad)
+    pick = np.array(data.draw(st.permutations(range(len(rows)))), np.int64)
+    got = dump_input._hashes(BinaryRows(karr, pick), BinaryRows(varr, pick)).to_pylist()
+    assert got == [want[i] for i in pick]
+    assert content_hashes(karr, varr).to_pylist() == want
+    assert list(BinaryRows(varr, pick)) == [values[i] for i in pick] == BinaryRows(varr, pick)[:]
+    assert [BinaryRows(karr)[i] for i in range(len(rows))] == keys
+
+
+def test_the_c_hashes_take_no_row_past_the_arrays_buffers() -> None:
+    """A row number past its array, in what the C loops are given, reads as a NULL (a bug in
+    the caller never reads past the buffers); what is neither a list nor `BinaryRows.native`
+    raises."""
+    assert dump_input._run_hashes is not None, "make setup builds the C modules"
+    value = pa.array([b"v"], pa.binary())
+    native = BinaryRows(value, np.array([0, 1, -1], np.int64)).native
+    got = dump_input._run_hashes.hashes([None] * 3, native, 42)
+    seed_only, with_v = 42, dump_input._hash(None, b"v")
+    assert np.frombuffer(got, np.uint64).tolist() == [with_v, seed_only, seed_only]
+    with pytest.raises(TypeError, match="list or BinaryRows.native"):
+        dump_input._run_hashes.hashes([None], (value.buffers()[1],), 42)
+    with pytest.raises(ValueError, match="different lengths"):
+        dump_input._run_hashes.hashes([None], [None, None], 42)
 
 
 def _all(part: Any) -> list[Any]:

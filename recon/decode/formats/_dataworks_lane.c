@@ -313,16 +313,17 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* `DataworksLane.read` of the run's record `k` (its value `values[k]`, its place), by its
+/* `DataworksLane.read` of the run's record `k` (its value in `values`, its place), by its
  * opening's spec (`known_spec`); NULL (no error) where Python reads it */
-static PyObject *read_record(PyObject *values, PyObject *offsets, Py_ssize_t k,
+static PyObject *read_record(const RunValues *values, PyObject *offsets, Py_ssize_t k,
                              PyObject *recent, PyObject *topic, PyObject *part) {
-    PyObject *value = PyList_GET_ITEM(values, k), *offset = PyList_GET_ITEM(offsets, k);
-    Py_ssize_t start;
-    PyObject *spec = known_spec(value, recent, &start);
+    PyObject *offset = PyList_GET_ITEM(offsets, k);
+    const uint8_t *p;
+    Py_ssize_t len, start;
+    if (!run_value(values, k, &p, &len)) return NULL;
+    PyObject *spec = known_spec(p, len, recent, &start);
     if (!spec || !PyLong_CheckExact(offset)) return NULL; /* no spec: a keyless table's too */
-    return read_bytes((const uint8_t *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), start,
-                      spec, topic, part, offset);
+    return read_bytes(p, len, start, spec, topic, part, offset);
 }
 
 /* the op of a read answer as the lane emits it (`_KIND`, in `kinds`' order) */
@@ -339,17 +340,22 @@ enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_TOPIC, R_PART,
  * UPDATE_AFTER alone, a shape not counted yet. (where it stopped, records consumed, update
  * pairs joined). */
 static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    static const int lists[] = {R_VALUES, R_OFFSETS, -1};
+    static const int lists[] = {R_OFFSETS, -1};
     LaneSink sink;
+    RunValues rv;
     Py_ssize_t k, end, budget;
-    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
+    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, R_VALUES, &k, &end, &budget,
+                      &sink, &rv) < 0)
         return NULL;
-    PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS], *recent = args[R_RECENT];
-    PyObject *topic = args[R_TOPIC], *part = args[R_PART], *kinds = args[R_KINDS];
+    PyObject *kinds = args[R_KINDS];
     if (!PyTuple_CheckExact(kinds) || PyTuple_GET_SIZE(kinds) != 3) {
+        run_values_close(&rv);
         PyErr_SetString(PyExc_ValueError, "run: kinds are _RUN_KINDS");
         return NULL;
     }
+    const RunValues *values = &rv;
+    PyObject *offsets = args[R_OFFSETS], *recent = args[R_RECENT];
+    PyObject *topic = args[R_TOPIC], *part = args[R_PART];
     Py_ssize_t consumed = 0, pairs = 0, emitted = 0;
     while (k < end && emitted < budget) {
         PyObject *got = read_record(values, offsets, k, recent, topic, part), *next = NULL;
@@ -376,13 +382,17 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
         Py_DECREF(got);
         Py_XDECREF(next);
-        if (r < 0) return NULL;
+        if (r < 0) {
+            run_values_close(&rv);
+            return NULL;
+        }
         if (r == 0) break;
         k += used;
         consumed += used;
         pairs += used - 1;
         emitted++;
     }
+    run_values_close(&rv);
     return Py_BuildValue("nnn", k, consumed, pairs);
 }
 

@@ -1,5 +1,6 @@
 """The C module `_dataworks_lane.c` (built by `make setup`)."""
 
+from collections.abc import Sequence
 from typing import Any
 
 def read(
@@ -8,7 +9,7 @@ def read(
     """`DataworksLane.read`'s answer of a record, or None: left to the Python read."""
 
 def run(
-    values: list[Any], offsets: list[int], start: int, end: int, budget: int,
+    values: Any, offsets: Sequence[int], start: int, end: int, budget: int,
     recent: list[tuple[bytes, tuple[Any, ...] | None]], topic: str, partition: int,
     sink: tuple[Any, ...], kinds: tuple[str, str, str],
 ) -> tuple[int, int, int]:  # fmt: skip

@@ -632,29 +632,34 @@ enum { R_VALUES, R_KEYS, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_PKS, R
 
 /* `DebeziumLane.read` of the run's record `k`, by its opening's spec (`known_spec`),
  * `read`'s arguments of the record into `a`; NULL (no error) where Python reads it */
-static PyObject *read_record(PyObject *const *args, Py_ssize_t k, PyObject **a,
-                             KeyCache *kc) {
-    PyObject *value = PyList_GET_ITEM(args[R_VALUES], k);
-    Py_ssize_t start;
+static PyObject *read_record(PyObject *const *args, const RunValues *values, Py_ssize_t k,
+                             PyObject **a, KeyCache *kc) {
+    const uint8_t *p;
+    Py_ssize_t len, start;
+    if (!run_value(values, k, &p, &len)) return NULL;
     a[A_OFFSET] = PyList_GET_ITEM(args[R_OFFSETS], k);
     a[A_KEY] = PyList_GET_ITEM(args[R_KEYS], k);
-    a[A_SPEC] = known_spec(value, args[R_RECENT], &start);
+    a[A_SPEC] = known_spec(p, len, args[R_RECENT], &start);
     if (!a[A_SPEC] || !PyLong_CheckExact(a[A_OFFSET])) return NULL;
-    return read_bytes((const uint8_t *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), start,
-                      a, kc);
+    return read_bytes(p, len, start, a, kc);
 }
 
 /* `DebeziumLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
  * emitted, or a record the loop leaves to Python (an answer C's read does not give, a shape
  * not counted yet): (where it stopped, records consumed). */
 static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    static const int lists[] = {R_VALUES, R_KEYS, R_OFFSETS, -1};
+    static const int lists[] = {R_KEYS, R_OFFSETS, -1};
     LaneSink sink;
+    RunValues rv;
     Py_ssize_t k, end, budget;
-    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
+    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, R_VALUES, &k, &end, &budget,
+                      &sink, &rv) < 0)
         return NULL;
     Py_ssize_t start = k;
-    if (!PyLong_CheckExact(args[R_PART])) return Py_BuildValue("nn", k, 0); /* Python's */
+    if (!PyLong_CheckExact(args[R_PART])) { /* Python's */
+        run_values_close(&rv);
+        return Py_BuildValue("nn", k, 0);
+    }
     PyObject *a[A_N] = {NULL};
     a[A_PKS] = args[R_PKS];
     a[A_SHARED_KEY] = args[R_SHARED_KEY];
@@ -662,18 +667,20 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     a[A_PART] = args[R_PART];
     KeyCache kc = {NULL, NULL, NULL, NULL, NULL};
     for (; k < end && k - start < budget; k++) {
-        PyObject *got = read_record(args, k, a, &kc);
+        PyObject *got = read_record(args, &rv, k, a, &kc);
         if (!got) break;
         int r = lane_emit(&sink, PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1),
                           PyTuple_GET_ITEM(got, 2), PyTuple_GET_ITEM(got, 3));
         Py_DECREF(got);
         if (r < 0) {
             key_cache_clear(&kc);
+            run_values_close(&rv);
             return NULL;
         }
         if (r == 0) break;
     }
     key_cache_clear(&kc);
+    run_values_close(&rv);
     return Py_BuildValue("nn", k, k - start);
 }
 

@@ -1,6 +1,6 @@
 """The C module `_debezium_lane.c` (built by `make setup`)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from recon.core.model import Op
@@ -20,7 +20,7 @@ def read(
     """`DebeziumLane.read`'s answer of one record, or None: left to the Python read."""
 
 def run(
-    values: list[Any], keys: list[bytes | None], offsets: list[int], start: int, end: int,
+    values: Any, keys: Sequence[bytes | None], offsets: Sequence[int], start: int, end: int,
     budget: int, recent: list[tuple[bytes, tuple[Any, ...] | None]],
     primary_keys: dict[str, list[str]], shared_key: Callable[[Any], list[str]], topic: str,
     partition: int, sink: tuple[Any, ...],

@@ -426,14 +426,13 @@ static inline int at_end(Cur *c) {
     return c->p == c->end;
 }
 
-/* The spec of the message `value` (bytes) by its opening (`recent`: a list of (opening,
+/* The spec of the message of `len` bytes at `p` by its opening (`recent`: a list of (opening,
  * spec or None) as the lane gives it from `SharedMemberJson.recent`: the first opening the
  * message starts with, as `known_opening` finds it), `*start` where the members after it
  * begin; NULL (no error) without one, or when its spec is None: the message is Python's. */
-static inline PyObject *known_spec(PyObject *value, PyObject *recent, Py_ssize_t *start) {
-    if (!PyBytes_CheckExact(value) || !PyList_CheckExact(recent)) return NULL;
-    const char *p = PyBytes_AS_STRING(value);
-    Py_ssize_t len = PyBytes_GET_SIZE(value);
+static inline PyObject *known_spec(const uint8_t *p, Py_ssize_t len, PyObject *recent,
+                                   Py_ssize_t *start) {
+    if (!PyList_CheckExact(recent)) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recent); i++) {
         PyObject *known = PyList_GET_ITEM(recent, i);
         if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 2) return NULL;

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_run_values.h"
+
 enum { S_OPS, S_ROWS, S_BN, S_BV, S_BS, S_BL, S_AN, S_AV, S_AS, S_AL, S_SHAPES, S_SIZE };
 
 typedef struct {
@@ -40,11 +42,14 @@ bad:
 
 /* A record loop's arguments (`args`, `nargs` of them, `want` expected): the run's start, end
  * and budget (at `at`, `at + 1` and `at + 2`) into `*k`, `*end` and `*budget`, each of the
- * run's columns (the lists at the indexes `lists`, ended by -1) long enough for the end, and
- * the sink (at `sink_at`) into `*sink`; -1 (an error set) otherwise. */
+ * run's columns (the lists at the indexes `lists`, ended by -1) long enough for the end, the
+ * sink (at `sink_at`) into `*sink`, and the run's values (at `values_at`: a list or
+ * `BinaryRows.native`) into `*values`, which the caller closes (`run_values_close`) once it
+ * returned 0; -1 (an error set, nothing to close) otherwise. */
 static inline int lane_run_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
-                                int at, const int *lists, int sink_at, Py_ssize_t *k,
-                                Py_ssize_t *end, Py_ssize_t *budget, LaneSink *sink) {
+                                int at, const int *lists, int sink_at, int values_at,
+                                Py_ssize_t *k, Py_ssize_t *end, Py_ssize_t *budget,
+                                LaneSink *sink, RunValues *values) {
     if (nargs != want) {
         PyErr_Format(PyExc_TypeError, "run takes %zd arguments", want);
         return -1;
@@ -60,7 +65,14 @@ static inline int lane_run_args(PyObject *const *args, Py_ssize_t nargs, Py_ssiz
         PyErr_SetString(PyExc_ValueError, "run: a start below 0, or columns not lists to the end");
         return -1;
     }
-    return lane_sink(args[sink_at], sink);
+    if (lane_sink(args[sink_at], sink) < 0 || run_values_open(args[values_at], values) < 0)
+        return -1;
+    if (*end > values->n) {
+        run_values_close(values);
+        PyErr_SetString(PyExc_ValueError, "run: the values end before the run");
+        return -1;
+    }
+    return 0;
 }
 
 /* `n` bytes at `from` appended to bytearray `to`; -1 error */

@@ -713,16 +713,23 @@ enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_LAST_SEQ, R_SPEC_FOR, R_
  * emitted, or a record the loop leaves to Python (an answer C's read does not give, a change
  * of a shape not counted yet): (where it stopped, the last seqId then). */
 static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    static const int lists[] = {R_VALUES, R_OFFSETS, -1};
+    static const int lists[] = {R_OFFSETS, -1};
     LaneSink sink;
+    RunValues rv;
     Py_ssize_t k, end, budget, emitted = 0;
-    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, &k, &end, &budget, &sink) < 0)
+    int last_seq_ok = 0;
+    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, R_VALUES, &k, &end, &budget,
+                      &sink, &rv) < 0)
         return NULL;
-    PyObject *values = args[R_VALUES], *offsets = args[R_OFFSETS];
-    if (!PyLong_CheckExact(args[R_PART])) return Py_BuildValue("nO", k, args[R_LAST_SEQ]);
-    unsigned long long last_seq = PyLong_AsUnsignedLongLong(args[R_LAST_SEQ]);
-    if (PyErr_Occurred()) { /* a seqId Python holds beyond 64 bits: Python's */
-        PyErr_Clear();
+    PyObject *offsets = args[R_OFFSETS];
+    unsigned long long last_seq = 0;
+    if (PyLong_CheckExact(args[R_PART])) {
+        last_seq = PyLong_AsUnsignedLongLong(args[R_LAST_SEQ]);
+        if (PyErr_Occurred()) PyErr_Clear(); /* a seqId Python holds beyond 64 bits */
+        else last_seq_ok = 1;
+    }
+    if (!last_seq_ok) { /* Python's */
+        run_values_close(&rv);
         return Py_BuildValue("nO", k, args[R_LAST_SEQ]);
     }
     Rec rec;
@@ -731,11 +738,11 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     rec.topic = args[R_TOPIC];
     rec.partition = args[R_PART];
     for (; k < end && emitted < budget; k++) {
-        PyObject *value = PyList_GET_ITEM(values, k);
+        const uint8_t *p;
+        Py_ssize_t len;
         rec.offset = PyList_GET_ITEM(offsets, k);
-        if (!PyBytes_CheckExact(value) || !PyLong_CheckExact(rec.offset)) break;
-        Buf b = {(const uint8_t *)PyBytes_AS_STRING(value),
-                 (const uint8_t *)PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
+        if (!run_value(&rv, k, &p, &len) || !PyLong_CheckExact(rec.offset)) break;
+        Buf b = {p, p + len};
         PyObject *got = read_value(b, last_seq, &rec);
         if (!got || got == Py_None) { /* an error: Python's read meets it again */
             PyErr_Clear();
@@ -770,12 +777,14 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
         Py_DECREF(got);
         if (r < 0) {
             rec_clear(&rec);
+            run_values_close(&rv);
             return NULL;
         }
         if (!all) break;
         emitted += n;
     }
     rec_clear(&rec);
+    run_values_close(&rv);
     return Py_BuildValue("nK", k, last_seq);
 }
 

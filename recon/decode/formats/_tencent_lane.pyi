@@ -1,6 +1,6 @@
 """The C module `_tencent_lane.c` (built by `make setup`)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 def read(
@@ -14,7 +14,7 @@ def read(
     """`TencentLane.read` of one Kafka value, or None: left to the Python read."""
 
 def run(
-    values: list[Any], offsets: list[int], start: int, end: int, budget: int, last_seq: int,
+    values: Any, offsets: Sequence[int], start: int, end: int, budget: int, last_seq: int,
     spec_for: Callable[[bytes, str, str], Any], topic: str, partition: int,
     sink: tuple[Any, ...],
 ) -> tuple[int, int]:  # fmt: skip

@@ -9,6 +9,7 @@ base64 already.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -28,6 +29,7 @@ from recon.decode.base import (
 )
 from recon.decode.lane import Image, Lane, LaneRows, opening_specs
 from recon.decode.stats import Stat, non_dml
+from recon.decode.stream import native_column
 from recon.errors import DecodeError
 
 try:  # built by `make setup` (scripts/build-native.sh); without it the lane reads in Python
@@ -384,7 +386,9 @@ class DataworksLane(Lane):
         self.emit(_KIND[op], row, before, after)
         return 1
 
-    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
+    def run(
+        self, cols: Sequence[Sequence[Any]], start: int, end: int, budget: int
+    ) -> tuple[int, int]:
         """`Lane.run` by C (`_dataworks_lane.run`: `take` of each record whose `read` C
         answers, an UPDATE_BEFOR with the UPDATE_AFTER right after it)."""
         if _native is None or self.held is not None or not self.idle():
@@ -392,8 +396,9 @@ class DataworksLane(Lane):
         recent = opening_specs(_PARSE.recent, _native_spec_of)
         topic, partition = cols[0][start], cols[1][start]
         stop, consumed, pairs = _native.run(
-            cols[4], cols[2], start, end, budget, recent, topic, partition, self.sink, _RUN_KINDS
-        )
+            native_column(cols[4]), cols[2], start, end, budget, recent, topic, partition,
+            self.sink, _RUN_KINDS,
+        )  # fmt: skip
         if pairs:
             self.count_in((topic, partition), Stat.UPDATE_PAIRS_JOINED, pairs)
         return stop, consumed

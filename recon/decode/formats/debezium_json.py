@@ -10,7 +10,7 @@ Values are converted with the schema's semantic types where the message carries 
 from __future__ import annotations
 
 from binascii import a2b_base64
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -35,6 +35,7 @@ from recon.decode.base import JsonStreamDecoder, PerObject, SharedMemberJson, te
 from recon.decode.lane import Image as LaneImage
 from recon.decode.lane import Lane, LaneRows, opening_specs
 from recon.decode.stats import Stat
+from recon.decode.stream import native_column
 from recon.errors import DecodeError
 
 try:  # built by `make setup` (scripts/build-native.sh); without it the lane reads in Python
@@ -550,15 +551,17 @@ class DebeziumLane(Lane):
         self.emit(*got)
         return 1
 
-    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
+    def run(
+        self, cols: Sequence[Sequence[Any]], start: int, end: int, budget: int
+    ) -> tuple[int, int]:
         """`Lane.run` by C (`_debezium_lane.run`: `take` of each record whose `read` C
         answers)."""
         if _native is None:
             return start, 0
         recent = opening_specs(_PARSE.recent, _native_spec_of)
         return _native.run(
-            cols[4], cols[3], cols[2], start, end, budget, recent, self.primary_keys,
-            _shared_key, cols[0][start], cols[1][start], self.sink,
+            native_column(cols[4]), cols[3], cols[2], start, end, budget, recent,
+            self.primary_keys, _shared_key, cols[0][start], cols[1][start], self.sink,
         )  # fmt: skip
 
     def read(

@@ -8,6 +8,7 @@ HEARTBEAT / CHECKPOINT. DML rows are positional `oldColumns`/`newColumns` aligne
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, 
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
 from recon.decode.lane import Image, Lane, LaneRows
 from recon.decode.stats import Stat
-from recon.decode.stream import record_at
+from recon.decode.stream import native_column, record_at
 from recon.errors import DecodeError
 
 try:  # built by `make setup` (scripts/setup.sh); without it the lane reads in Python, slower
@@ -468,7 +469,9 @@ class TencentLane(Lane):
         self.count(rec, Stat.TRANSACTIONS_COMMITTED)
         return 1
 
-    def run(self, cols: list[list[Any]], start: int, end: int, budget: int) -> tuple[int, int]:
+    def run(
+        self, cols: Sequence[Sequence[Any]], start: int, end: int, budget: int
+    ) -> tuple[int, int]:
         """`Lane.run` by C (`_tencent_lane.run`: `take` of each record whose `read` C answers,
         its changes all of shapes counted before)."""
         if _native is None or not self.idle():
@@ -476,8 +479,8 @@ class TencentLane(Lane):
         dec = self.dec
         topic, partition = cols[0][start], cols[1][start]
         stop, last_seq = _native.run(
-            cols[4], cols[2], start, end, budget, dec.last_seq, self.native_spec, topic,
-            partition, self.sink,
+            native_column(cols[4]), cols[2], start, end, budget, dec.last_seq, self.native_spec,
+            topic, partition, self.sink,
         )  # fmt: skip
         if stop > start:  # the state `take` of the records leaves
             dec.last_seq = last_seq

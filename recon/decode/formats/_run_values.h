@@ -1,0 +1,177 @@
+/* A run's binary column as the C record loops read it, and Spark's content hash of its rows.
+ *
+ * A run's values (or keys) are either a list of bytes (None or anything else: not bytes), or
+ * the rows of a binary Arrow array straight from its buffers, with no bytes object per row:
+ * `recon.decode.stream.BinaryRows.native`, a tuple (offsets, data, validity, rows, first,
+ * length): the array's int32 offsets and data buffers, its validity bitmap or None, the row
+ * numbers read (native int64s) or None (rows 0 to length - 1), the array's own offset into
+ * its buffers, and its length. Everything read is checked against the buffers' sizes: a row
+ * past them reads as not bytes, which the loops leave to Python (which reads it through
+ * `BinaryRows.__getitem__`, the same bytes).
+ *
+ * xxh64 is XXH64 (xxHash's 64-bit hash, the reference algorithm) of little-endian machines,
+ * as the `xxhash` package and Spark's `xxhash64` compute it.
+ */
+#ifndef RECON_RUN_VALUES_H
+#define RECON_RUN_VALUES_H
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the run values' offsets and xxh64 read little-endian words"
+#endif
+
+typedef struct {
+    PyObject *list; /* borrowed: a list of bytes, or NULL: the buffers */
+    Py_buffer off, data, valid, rows;
+    int has_data, has_valid, has_rows;
+    Py_ssize_t first, length, n; /* n: the run's rows readable (`k` below n) */
+} RunValues;
+
+static inline void run_values_close(RunValues *rv) {
+    if (rv->list) return;
+    if (rv->off.obj) PyBuffer_Release(&rv->off);
+    if (rv->has_data) PyBuffer_Release(&rv->data);
+    if (rv->has_valid) PyBuffer_Release(&rv->valid);
+    if (rv->has_rows) PyBuffer_Release(&rv->rows);
+    rv->has_data = rv->has_valid = rv->has_rows = 0;
+    rv->off.obj = NULL;
+}
+
+/* `values` (a list, or `BinaryRows.native`'s tuple) into `*rv`; -1 (an error set) when it is
+ * neither. Close it with `run_values_close` once read. */
+static inline int run_values_open(PyObject *values, RunValues *rv) {
+    memset(rv, 0, sizeof *rv);
+    if (PyList_CheckExact(values)) {
+        rv->list = values;
+        rv->n = PyList_GET_SIZE(values);
+        return 0;
+    }
+    if (!PyTuple_CheckExact(values) || PyTuple_GET_SIZE(values) != 6) goto bad;
+    PyObject *data = PyTuple_GET_ITEM(values, 1), *valid = PyTuple_GET_ITEM(values, 2);
+    PyObject *rows = PyTuple_GET_ITEM(values, 3);
+    rv->first = PyLong_AsSsize_t(PyTuple_GET_ITEM(values, 4));
+    rv->length = PyLong_AsSsize_t(PyTuple_GET_ITEM(values, 5));
+    if (PyErr_Occurred() || rv->first < 0 || rv->length < 0) goto bad;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(values, 0), &rv->off, PyBUF_SIMPLE) < 0) goto bad;
+    if (data != Py_None) {
+        if (PyObject_GetBuffer(data, &rv->data, PyBUF_SIMPLE) < 0) goto bad;
+        rv->has_data = 1;
+    }
+    if (valid != Py_None) {
+        if (PyObject_GetBuffer(valid, &rv->valid, PyBUF_SIMPLE) < 0) goto bad;
+        rv->has_valid = 1;
+    }
+    if (rows != Py_None) {
+        if (PyObject_GetBuffer(rows, &rv->rows, PyBUF_SIMPLE) < 0) goto bad;
+        rv->has_rows = 1;
+    }
+    /* the offsets of rows first .. first + length (one more than the rows), and the bitmap */
+    if (rv->off.len / 4 < rv->first + rv->length + 1 ||
+        (rv->has_valid && rv->valid.len * 8 < rv->first + rv->length))
+        goto bad;
+    rv->n = rv->has_rows ? rv->rows.len / 8 : rv->length;
+    return 0;
+bad:
+    run_values_close(rv);
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "run: a column is a list or BinaryRows.native");
+    return -1;
+}
+
+/* Row `k` of the run (below `rv->n`): 1 and its bytes in `*p`, `*len` when it is bytes, 0
+ * when it is not (NULL, not bytes, or past the buffers). */
+static inline int run_value(const RunValues *rv, Py_ssize_t k, const uint8_t **p,
+                            Py_ssize_t *len) {
+    if (rv->list) {
+        PyObject *v = PyList_GET_ITEM(rv->list, k);
+        if (!PyBytes_CheckExact(v)) return 0;
+        *p = (const uint8_t *)PyBytes_AS_STRING(v);
+        *len = PyBytes_GET_SIZE(v);
+        return 1;
+    }
+    int64_t i = rv->has_rows ? ((const int64_t *)rv->rows.buf)[k] : (int64_t)k;
+    if (i < 0 || i >= rv->length) return 0;
+    i += rv->first;
+    if (rv->has_valid && !((((const uint8_t *)rv->valid.buf)[i >> 3] >> (i & 7)) & 1)) return 0;
+    int32_t a, b;
+    memcpy(&a, (const char *)rv->off.buf + 4 * i, 4);
+    memcpy(&b, (const char *)rv->off.buf + 4 * (i + 1), 4);
+    Py_ssize_t size = rv->has_data ? rv->data.len : 0;
+    if (a < 0 || b < a || b > size) return 0;
+    *p = rv->has_data ? (const uint8_t *)rv->data.buf + a : (const uint8_t *)"";
+    *len = b - a;
+    return 1;
+}
+
+#define XXH_P1 11400714785074694791ULL
+#define XXH_P2 14029467366897019727ULL
+#define XXH_P3 1609587929392839161ULL
+#define XXH_P4 9650029242287828579ULL
+#define XXH_P5 2870177450012600261ULL
+
+static inline uint64_t xxh_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t xxh_read64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint64_t xxh_round(uint64_t acc, uint64_t in) {
+    acc += in * XXH_P2;
+    return xxh_rotl(acc, 31) * XXH_P1;
+}
+
+static inline uint64_t xxh_merge(uint64_t h, uint64_t v) {
+    h ^= xxh_round(0, v);
+    return h * XXH_P1 + XXH_P4;
+}
+
+/* XXH64 of `len` bytes at `p` with `seed` */
+static inline uint64_t xxh64(const uint8_t *p, Py_ssize_t len, uint64_t seed) {
+    const uint8_t *end = p + len;
+    uint64_t h;
+    if (len >= 32) {
+        const uint8_t *limit = end - 32;
+        uint64_t v1 = seed + XXH_P1 + XXH_P2, v2 = seed + XXH_P2, v3 = seed, v4 = seed - XXH_P1;
+        do {
+            v1 = xxh_round(v1, xxh_read64(p));
+            v2 = xxh_round(v2, xxh_read64(p + 8));
+            v3 = xxh_round(v3, xxh_read64(p + 16));
+            v4 = xxh_round(v4, xxh_read64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        h = xxh_rotl(v1, 1) + xxh_rotl(v2, 7) + xxh_rotl(v3, 12) + xxh_rotl(v4, 18);
+        h = xxh_merge(h, v1);
+        h = xxh_merge(h, v2);
+        h = xxh_merge(h, v3);
+        h = xxh_merge(h, v4);
+    } else {
+        h = seed + XXH_P5;
+    }
+    h += (uint64_t)len;
+    for (; p + 8 <= end; p += 8) {
+        h ^= xxh_round(0, xxh_read64(p));
+        h = xxh_rotl(h, 27) * XXH_P1 + XXH_P4;
+    }
+    if (p + 4 <= end) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        h ^= (uint64_t)v * XXH_P1;
+        h = xxh_rotl(h, 23) * XXH_P2 + XXH_P3;
+        p += 4;
+    }
+    for (; p < end; p++) {
+        h ^= (uint64_t)(*p) * XXH_P5;
+        h = xxh_rotl(h, 11) * XXH_P1;
+    }
+    h ^= h >> 33;
+    h *= XXH_P2;
+    h ^= h >> 29;
+    h *= XXH_P3;
+    h ^= h >> 32;
+    return h;
+}
+#endif
