@@ -117,6 +117,9 @@ def _ids(v: pa.Array) -> tuple[np.ndarray, list[str | None]]:
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
 
 
+_READ = ("db", "tbl", "after", "types")
+
+
 class ValueClasses:
     """A decode task's count of its events' checked values per source table, column and class
     (`add` each event batch; `counts`)."""
@@ -126,8 +129,8 @@ class ValueClasses:
         """(db, tbl, column, class or `ALL`) -> values."""
 
     def add(self, batch: pa.RecordBatch) -> None:
-        ops = batch.column("op")
-        checked = pc.is_in(ops, pa.array(CHECKED_OPS))
+        checked = pc.is_in(batch.column("op"), pa.array(CHECKED_OPS))
+        batch = batch.select(_READ)  # the columns read: a filter copies no others
         if not pc.all(checked).as_py():
             if not pc.any(checked).as_py():
                 return
