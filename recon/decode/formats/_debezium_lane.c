@@ -644,9 +644,10 @@ static PyObject *read_record(PyObject *const *args, const RunValues *values, Py_
     return read_bytes(p, len, start, a, kc);
 }
 
-/* `DebeziumLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
- * emitted, or a record the loop leaves to Python (an answer C's read does not give, a shape
- * not counted yet): (where it stopped, records consumed). */
+/* `DebeziumLane.take` of a run's records in turn, from `start` until `end`, `budget` records
+ * read, or a record the loop leaves to Python (an answer C's read does not give, a shape
+ * not counted yet): (where it stopped, records consumed, of them tombstones: Kafka nulls,
+ * which the decoder takes as `DebeziumJsonDecoder.empty_value` does, counting them). */
 static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     static const int lists[] = {R_KEYS, R_OFFSETS, -1};
     LaneSink sink;
@@ -658,7 +659,7 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_ssize_t start = k;
     if (!PyLong_CheckExact(args[R_PART])) { /* Python's */
         run_values_close(&rv);
-        return Py_BuildValue("nn", k, 0);
+        return Py_BuildValue("nnn", k, 0, 0);
     }
     PyObject *a[A_N] = {NULL};
     a[A_PKS] = args[R_PKS];
@@ -666,7 +667,12 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     a[A_TOPIC] = args[R_TOPIC];
     a[A_PART] = args[R_PART];
     KeyCache kc = {NULL, NULL, NULL, NULL, NULL};
+    Py_ssize_t tombstones = 0;
     for (; k < end && k - start < budget; k++) {
+        if (run_value_null(&rv, k)) { /* a Kafka null: a tombstone, all the decoder counts */
+            tombstones++;
+            continue;
+        }
         PyObject *got = read_record(args, &rv, k, a, &kc);
         if (!got) break;
         int r = lane_emit(&sink, PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1),
@@ -681,14 +687,14 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     key_cache_clear(&kc);
     run_values_close(&rv);
-    return Py_BuildValue("nn", k, k - start);
+    return Py_BuildValue("nnn", k, k - start, tombstones);
 }
 
 static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))lane_read, METH_FASTCALL,
      "DebeziumLane.read's answer in C: (op, row, before, after), or None."},
     {"run", (PyCFunction)(void (*)(void))lane_run, METH_FASTCALL,
-     "DebeziumLane.take of a run's records in C: (stop, consumed)."},
+     "DebeziumLane.take of a run's records in C: (stop, consumed, tombstones)."},
     {NULL, NULL, 0, NULL},
 };
 

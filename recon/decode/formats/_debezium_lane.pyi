@@ -24,5 +24,6 @@ def run(
     budget: int, recent: list[tuple[bytes, tuple[Any, ...] | None]],
     primary_keys: dict[str, list[str]], shared_key: Callable[[Any], list[str]], topic: str,
     partition: int, sink: tuple[Any, ...],
-) -> tuple[int, int]:  # fmt: skip
-    """`DebeziumLane.take` of a run's records: (where it stopped, records consumed)."""
+) -> tuple[int, int, int]:  # fmt: skip
+    """`DebeziumLane.take` of a run's records: (where it stopped, records consumed, of them
+    tombstones)."""

@@ -105,6 +105,16 @@ static inline int run_value(const RunValues *rv, Py_ssize_t k, const uint8_t **p
     return 1;
 }
 
+/* Whether row `k` of the run (below `rv->n`) is a NULL: None in a list, an unset validity
+ * bit in an array (a row past its array is not: it is not a row). */
+static inline int run_value_null(const RunValues *rv, Py_ssize_t k) {
+    if (rv->list) return PyList_GET_ITEM(rv->list, k) == Py_None;
+    int64_t i = rv->has_rows ? ((const int64_t *)rv->rows.buf)[k] : (int64_t)k;
+    if (i < 0 || i >= rv->length || !rv->has_valid) return 0;
+    i += rv->first;
+    return !((((const uint8_t *)rv->valid.buf)[i >> 3] >> (i & 7)) & 1);
+}
+
 #define XXH_P1 11400714785074694791ULL
 #define XXH_P2 14029467366897019727ULL
 #define XXH_P3 1609587929392839161ULL

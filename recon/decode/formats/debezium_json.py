@@ -555,14 +555,18 @@ class DebeziumLane(Lane):
         self, cols: Sequence[Sequence[Any]], start: int, end: int, budget: int
     ) -> tuple[int, int]:
         """`Lane.run` by C (`_debezium_lane.run`: `take` of each record whose `read` C
-        answers)."""
+        answers; a tombstone, a Kafka null value, counted as the decoder counts it)."""
         if _native is None:
             return start, 0
         recent = opening_specs(_PARSE.recent, _native_spec_of)
-        return _native.run(
+        topic, partition = cols[0][start], cols[1][start]
+        stop, consumed, tombstones = _native.run(
             native_column(cols[4]), cols[3], cols[2], start, end, budget, recent,
-            self.primary_keys, _shared_key, cols[0][start], cols[1][start], self.sink,
+            self.primary_keys, _shared_key, topic, partition, self.sink,
         )  # fmt: skip
+        if tombstones:  # what the decoder does with one (`empty_value`)
+            self.count_in((topic, partition), Stat.TOMBSTONES, tombstones)
+        return stop, consumed
 
     def read(
         self, rec: RawRecord
