@@ -499,7 +499,8 @@ class BinaryRows(Sequence[bytes | None]):
     __slots__ = ("array", "rows", "native")
 
     def __init__(self, array: pa.Array, rows: np.ndarray | None = None) -> None:
-        assert array.type == pa.binary(), array.type
+        if array.type != pa.binary():  # the C reads take int32 offsets
+            raise TypeError(f"BinaryRows of a binary array, not {array.type}")
         self.array = array
         self.rows = None if rows is None else np.ascontiguousarray(rows, np.int64)
         validity, offsets, data = array.buffers()

@@ -196,6 +196,8 @@ def test_the_c_hashes_take_no_row_past_the_arrays_buffers() -> None:
         dump_input._run_hashes.hashes([None], (value.buffers()[1],), 42)
     with pytest.raises(ValueError, match="different lengths"):
         dump_input._run_hashes.hashes([None], [None, None], 42)
+    with pytest.raises(TypeError, match="not large_binary"):  # int64 offsets: not for C
+        BinaryRows(pa.array([b"v"], pa.large_binary()))
 
 
 def _all(part: Any) -> list[Any]:
