@@ -37,6 +37,7 @@ import xxhash
 from recon.core.model import HEADER_TYPE, OUTPUT_SCHEMA, RAW_SCHEMA, RawRecord
 from recon.decode.copy_input import HASHES_SCHEMA, HASHES_WRITE, TMP_PREFIX, SkipList, kept_rows
 from recon.decode.stream import BinaryRows, RawRun, native_column, records_from, run_columns
+from recon.decode.task_files import GroupedParquet
 from recon.faults import fail_once
 
 try:  # built by `make setup` (scripts/build-native.sh); without it the hashes are Python's
@@ -236,42 +237,9 @@ def _raw_batch(batch: pa.RecordBatch, topic: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=RAW_SCHEMA)
 
 
-_HASH_GROUP_ROWS = 100_000
-"""Offsets and hashes a partition's hashes file holds a row group of, not one per batch read
-(a row group costs its writer ~0.3 ms, and its readers again)."""
-
-
-class _HashesFile:
-    """A partition's offsets and content hashes (`HASHES_SCHEMA`), written to `path` a row
-    group of `_HASH_GROUP_ROWS` at a time."""
-
-    def __init__(self, path: str) -> None:
-        self.writer = pq.ParquetWriter(path, HASHES_SCHEMA, **HASHES_WRITE)
-        self.held: list[pa.RecordBatch] = []
-        self.rows = 0
-
-    def add(self, rows: pa.RecordBatch, hashes: pa.Array) -> None:
-        """The offsets of `rows` (topic, partition, offset) and their `hashes`."""
-        cols = [rows.column(c) for c in ("topic", "partition", "offset")] + [hashes]
-        self.held.append(pa.record_batch(cols, schema=HASHES_SCHEMA))
-        self.rows += len(hashes)
-        if self.rows >= _HASH_GROUP_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.rows:
-            table = pa.Table.from_batches(self.held, schema=HASHES_SCHEMA)
-            self.writer.write_table(table, row_group_size=self.rows)
-        self.held, self.rows = [], 0
-
-    def __enter__(self) -> _HashesFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.flush()
-        finally:
-            self.writer.close()
+_HASH_GROUP_BYTES = 4 * 1024 * 1024
+"""Offsets and hashes a partition's hashes file holds a row group of (~150k rows), not one
+per batch read (a row group costs its writer ~0.3 ms, and its readers again)."""
 
 
 def dump_records(
@@ -293,7 +261,7 @@ def dump_records(
     aside = os.path.join(hashes_out, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name}")
     total = 0
     os.makedirs(hashes_out, exist_ok=True)
-    with _HashesFile(aside) as written:
+    with GroupedParquet(aside, HASHES_SCHEMA, HASHES_WRITE, _HASH_GROUP_BYTES) as written:
         for path, folder_topic, alone in files:
             pf = open_dump(path)
             for batch in pf.iter_batches(_BATCH_ROWS, columns=_columns(pf)):
@@ -307,7 +275,8 @@ def dump_records(
                     raw, lengths = raw.take(rows), lengths.take(rows)
                 cols = run_columns(raw, values)
                 hashes = _hashes(cols[_KEY], values)
-                written.add(raw, hashes)
+                offsets_of = [raw.column(c) for c in ("topic", "partition", "offset")]
+                written.add(pa.record_batch([*offsets_of, hashes], schema=HASHES_SCHEMA))
                 total += pc.sum(lengths).as_py() or 0
                 if runs and not len(offsets):
                     yield RawRun(cols)

@@ -25,6 +25,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +58,7 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
     tc = TaskContext.get()
     task, attempt = (tc.partitionId(), tc.taskAttemptId()) if tc else (0, 0)
     folder = Path(staging) / TASKS / f"{task:05d}-{attempt}"  # the attempt's id is unique
-    files: dict[str, _KindFile] = {}
+    files: dict[str, GroupedParquet] = {}
     summary = TaskSummary()
     prefold = Prefold()
     values = ValueClasses()
@@ -70,7 +71,8 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
                 if summary.add(kind, part):
                     continue
                 if kind not in files:
-                    files[kind] = _KindFile(folder / f"kind={kind}" / "part.parquet")
+                    path = folder / f"kind={kind}" / "part.parquet"
+                    files[kind] = GroupedParquet(path, _FILE_SCHEMA, _WRITER)
                 written = pa.RecordBatch.from_arrays(part.columns[1:], schema=_FILE_SCHEMA)
                 files[kind].add(written)
                 if kind == "event":
@@ -138,25 +140,34 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 batch (20k rows) made files that Spark read more slowly; this bounds what a task holds."""
 
 
-class _KindFile:
-    """One kind's Parquet file of a task attempt, written a row group of batches at a time."""
+class GroupedParquet:
+    """A Parquet file written a row group of batches at a time: the batches held until they
+    make `group_bytes` of Arrow data (a task's output kinds, its partitions' offsets and
+    hashes: a row group per batch costs its writer and its readers)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(
+        self,
+        path: Path | str,
+        schema: pa.Schema,
+        options: dict[str, Any],
+        group_bytes: int = ROW_GROUP_BYTES,
+    ) -> None:
+        self.path = Path(path)
+        self.schema, self.group_bytes = schema, group_bytes
         self.held: list[pa.RecordBatch] = []
         self.held_bytes = 0
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.writer = pq.ParquetWriter(path, _FILE_SCHEMA, **_WRITER)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = pq.ParquetWriter(self.path, schema, **options)
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.held.append(batch)
         self.held_bytes += batch.nbytes
-        if self.held_bytes >= ROW_GROUP_BYTES:
+        if self.held_bytes >= self.group_bytes:
             self.flush()
 
     def flush(self) -> None:
         if self.held:
-            table = pa.Table.from_batches(self.held, schema=_FILE_SCHEMA)
+            table = pa.Table.from_batches(self.held, schema=self.schema)
             self.writer.write_table(table, row_group_size=table.num_rows)
         self.held, self.held_bytes = [], 0
 
@@ -165,6 +176,12 @@ class _KindFile:
             self.flush()
         finally:
             self.writer.close()
+
+    def __enter__(self) -> GroupedParquet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def commit_task_files(files: Iterable[tuple[int, str, str]], staging: Path) -> None:
