@@ -21,6 +21,15 @@ from recon.core.sqlddl import TableDef
 from recon.errors import ConfigError
 from recon.formats import FORMATS, Format
 from recon.layout import Layout
+from recon.rawdumps import (
+    DEFAULT_GRACE_MINUTES,
+    DEFAULT_PATH_FORMAT,
+    KAFKA_CONNECT_S3,
+    LAYOUTS,
+    SPARK_KAFKA_DUMP,
+    DumpConfig,
+    path_format_strftime,
+)
 
 _NAME_RE = re.compile(r"^[a-z0-9_]+$")
 _TABLE_RE = re.compile(r"^[^.\s]+\.[^.\s]+$")
@@ -40,11 +49,13 @@ _TOP_KEYS = {
     "buckets",
     "retention_hours",
     "write_mode",
+    "dump",
 }
 WRITE_MODES = ("copy-on-write", "merge-on-read")
 DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and publish")
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
+_DUMP_KEYS = {"layout", "path_format", "grace_minutes", "separator"}
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,7 @@ class AuditConfig:
         "balance",
         "hour_order",
         "offset_reset",
+        "unread_file",
     )
     open_transaction_hours: int = 3
 
@@ -103,6 +115,7 @@ class PipelineConfig:
     # (merge-on-read, the default), or the buckets always rewritten (copy-on-write, for
     # readers that apply no Iceberg v2 deletes) (`recon.merge.stage`)
     write_mode: str = DEFAULT_WRITE_MODE
+    dump: DumpConfig = SPARK_KAFKA_DUMP  # the raw dumps' layout (`recon.rawdumps`)
 
     @property
     def dag_id(self) -> str:
@@ -115,7 +128,7 @@ class PipelineConfig:
 
 
 def _fail(path: Path, key: str, msg: str) -> ConfigError:
-    return ConfigError(f"{path}: `{key}`: {msg}")
+    return ConfigError(f"{path}: `{key}`: {msg}", key)
 
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
@@ -285,6 +298,50 @@ def _snapshot(path: Path, snap: Any) -> Path | None:
     return _path(path, "snapshot.path", snap["path"])
 
 
+def _dump(path: Path, value: Any) -> DumpConfig:
+    if value is None:
+        return SPARK_KAFKA_DUMP
+    if not isinstance(value, dict):
+        raise _fail(path, "dump", f"must be a mapping, e.g. {{layout: {KAFKA_CONNECT_S3}}}")
+    unknown = set(value) - _DUMP_KEYS
+    if unknown:
+        raise _fail(
+            path,
+            f"dump.{sorted(unknown)[0]}",
+            f"unknown option; valid options are {', '.join(sorted(_DUMP_KEYS))}",
+        )
+    layout = value.get("layout", SPARK_KAFKA_DUMP.layout)
+    if layout not in LAYOUTS:
+        raise _fail(
+            path, "dump.layout", f"{layout!r} is not a layout; use one of {', '.join(LAYOUTS)}"
+        )
+    if layout != KAFKA_CONNECT_S3:
+        extra = sorted(set(value) - {"layout"})
+        if extra:
+            raise _fail(
+                path, f"dump.{extra[0]}", f"is read only with layout {KAFKA_CONNECT_S3}; remove it"
+            )
+        return SPARK_KAFKA_DUMP
+    fmt = value.get("path_format", DEFAULT_PATH_FORMAT)
+    if not isinstance(fmt, str):
+        raise _fail(path, "dump.path_format", f'must be text, e.g. "{DEFAULT_PATH_FORMAT}"')
+    try:
+        path_format_strftime(fmt)
+    except ValueError as err:
+        raise _fail(
+            path,
+            "dump.path_format",
+            f'{err}; give the connector\'s path.format, e.g. "{DEFAULT_PATH_FORMAT}"',
+        ) from None
+    grace = value.get("grace_minutes", DEFAULT_GRACE_MINUTES)
+    if not _whole(grace) or grace < 0:
+        raise _fail(path, "dump.grace_minutes", "must be a whole number of minutes >= 0")
+    sep = value.get("separator", "\n")
+    if not isinstance(sep, str) or not sep:
+        raise _fail(path, "dump.separator", 'must be non-empty text, e.g. "\\n"')
+    return DumpConfig(KAFKA_CONNECT_S3, fmt, grace, sep.encode("utf-8"))
+
+
 def _whole(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -362,6 +419,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
             path, "write_mode", f"{write_mode!r} is not a mode; use one of {', '.join(WRITE_MODES)}"
         )
     return PipelineConfig(
+        dump=_dump(path, data.get("dump")),
         write_mode=write_mode,
         catalog=catalog,
         buckets=buckets,
@@ -386,7 +444,9 @@ def load_config(path: str | Path) -> PipelineConfig:
             f"{p}: no such pipeline file; pass the path of a pipeline YAML, e.g. pipelines/shop.yaml"
         )
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        lines = key_lines(yaml.compose(text, Loader=yaml.SafeLoader), p)
+        data = yaml.safe_load(text)
     except UnicodeDecodeError as err:
         raise ConfigError(
             f"{p}: not UTF-8 text (byte {err.start}: {err.reason}); save the file as UTF-8"
@@ -401,7 +461,47 @@ def load_config(path: str | Path) -> PipelineConfig:
             f"{p}: a value is not what it looks like ({err}); write a real date and time, "
             "e.g. start: 2026-11-30T00:00:00Z"
         ) from None
-    return parse_config(data, p.resolve())
+    except RecursionError:
+        raise ConfigError(
+            f"{p}: nested too deeply to read; a pipeline is a few levels deep"
+        ) from None
+    try:
+        return parse_config(data, p.resolve())
+    except ConfigError as err:
+        line = _line_of(lines, err.key)
+        if line is None:
+            raise
+        where = str(p.resolve())
+        raise ConfigError(str(err).replace(f"{where}: ", f"{where}:{line}: ", 1), err.key) from None
+    except (OverflowError, RecursionError) as err:
+        raise ConfigError(f"{p}: a value is out of range ({err}); check the times in it") from None
+
+
+def key_lines(node: yaml.Node | None, path: Path, prefix: str = "") -> dict[str, int]:
+    """Each key's line in the file (`a.b` for key b in mapping a); ConfigError on a key given
+    twice in one mapping (YAML keeps the last, silently)."""
+    out: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            name = f"{prefix}{k.value}" if isinstance(k, yaml.ScalarNode) else prefix.rstrip(".")
+            if name in out:
+                raise ConfigError(
+                    f"{path}:{k.start_mark.line + 1}: `{name}` is given twice (first at line "
+                    f"{out[name]}); keep one",
+                    name,
+                )
+            out[name] = k.start_mark.line + 1
+            out.update(key_lines(v, path, f"{name}."))
+    return out
+
+
+def _line_of(lines: dict[str, int], key: str | None) -> int | None:
+    """The line of `key`, or of the nearest key above it that the file has."""
+    while key:
+        if key in lines:
+            return lines[key]
+        key = key.rpartition(".")[0]
+    return None
 
 
 def load_folder(folder: str | Path) -> tuple[list[PipelineConfig], dict[Path, str]]:

@@ -6,7 +6,12 @@ class ReconError(Exception):
 
 
 class ConfigError(ReconError):
-    """A pipeline config (or command argument) is invalid."""
+    """A pipeline config (or command argument) is invalid; `key`: the config key it names (its
+    line is added where the file is known)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class DecodeError(Exception):

@@ -3,7 +3,7 @@
 This module is the only owner of paths under a pipeline's `raw_path` and `warehouse` (contract
 2.1 and 4); every stage asks it instead of joining folder names itself.
 
-Raw dumps: `<raw_path>/<topic>/dt=YYYY-MM-DD/hour=HH/part-*.parquet|jsonl[.gz]` + `_SUCCESS`.
+Raw dumps: `recon.rawdumps` (the Spark-Kafka and Kafka Connect layouts).
 
 Warehouse of pipeline `p`:
 - `_state/p/events/hour=H/`, `_state/p/carry/hour=H/`, `_state/p/offsets/hour=H/`,
@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from recon.rawdumps import SPARK_KAFKA_DUMP, DumpConfig, dump_files, hour_folder
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The project checkout (pipelines/, jobs/, dags/ beside the package; editable install)."""
 
@@ -46,33 +48,16 @@ def hour_text(hour: datetime) -> str:
 
 
 def raw_hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
-    """The dump folder of one topic-hour (contract 2.1)."""
-    h = hour.astimezone(UTC)
-    return raw_path / topic / f"dt={h:%Y-%m-%d}" / f"hour={h:%H}"
+    """The Spark-Kafka dump folder of one topic-hour (`recon.rawdumps` owns both layouts)."""
+    return hour_folder(raw_path, topic, hour, SPARK_KAFKA_DUMP)
 
 
-PARQUET_DUMP = ".parquet"
-JSONL_DUMPS = (".jsonl", ".jsonl.gz")
-"""How dump files (`part-*`) end: the decode reads these and no others."""
-
-
-def dump_files(raw_path: Path, topics: Iterable[str], hours: Iterable[datetime]) -> Iterator[Path]:
-    """The dump files (`part-*`) of `hours` over `topics`, hour by hour."""
-    for h in hours:
-        for topic in topics:
-            folder = raw_hour_folder(raw_path, topic, h)
-            if folder.is_dir():
-                yield from (
-                    Path(e.path)
-                    for e in os.scandir(folder)
-                    if e.is_file() and e.name.startswith("part-")
-                )
-
-
-def dump_bytes(raw_path: Path, topics: Iterable[str], hours: Iterable[datetime]) -> int:
+def dump_bytes(
+    raw_path: Path, topics: Iterable[str], hours: Iterable[datetime], dump: DumpConfig
+) -> int:
     """The size on disk of the dump files of `hours` over `topics`: what decides whether a
     run, or a stage's hour, is small (`recon.ops.sizing`)."""
-    return sum(f.stat().st_size for f in dump_files(raw_path, topics, hours))
+    return sum(f.stat().st_size for f in dump_files(raw_path, list(topics), list(hours), dump))
 
 
 def pipelines_dir() -> Path:
@@ -124,6 +109,10 @@ class Layout:
 
     def decode_counters(self, hour: datetime) -> Path:
         return self.state / "decode" / f"hour={hour_text(hour)}.json"
+
+    def connect(self, hour: datetime) -> Path:
+        """The hour's Kafka Connect files as Kafka source records (`recon.decode.connect_input`)."""
+        return self.state / "connect" / f"hour={hour_text(hour)}"
 
     def staging(self, run_id: str) -> Path:
         return self.state / "_staging" / run_id

@@ -1,6 +1,6 @@
 """One Airflow DAG per pipeline YAML: `recon_<name>`, built from the validated config.
 
-Per hour a run waits for the dump to be complete (every topic's `_SUCCESS`, in reschedule mode
+Per hour a run waits for the dump to be complete (every topic's, by its layout's rule, in reschedule mode
 with a timeout), then runs decode, merge + publish and the audit (`jobs/stage.py`) against the
 `spark_default` connection (local[*] with this venv's interpreter unless the connection says
 otherwise): in one Spark application the run's setup task starts and its teardown stops
@@ -34,7 +34,8 @@ from recon.airflow.spark_app import APP_TASK, SparkAppStart, SparkAppStop
 from recon.config import PipelineConfig, load_config, load_folder
 from recon.errors import ConfigError
 from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
-from recon.layout import APP_JOB, STAGE_JOB, hour_text, pipelines_dir, raw_hour_folder, read_json
+from recon.layout import APP_JOB, STAGE_JOB, hour_text, pipelines_dir, read_json
+from recon.rawdumps import list_hour
 from recon.sparkconf import submit_conf
 
 HOUR_PATTERN = HOUR_INPUT_PATTERN
@@ -89,13 +90,14 @@ def _hour_param(value: Any, name: str) -> str | None:
 
 
 def dump_complete(pipeline_file: str, h: dict[str, object]) -> bool:
-    """Every topic's dump of every hour in the range has its `_SUCCESS` marker."""
+    """Every topic's dump of every hour in the range is complete, by the rule of its layout
+    (`recon.rawdumps.list_hour`, the one the decode checks)."""
     cfg = load_config(pipeline_file)
     for hr in hour_range(parse_hour(str(h["from"])), parse_hour(str(h["to"]))):
         for topic in cfg.topics:
-            folder = raw_hour_folder(cfg.raw_path, topic, hr)
-            if not (folder / "_SUCCESS").is_file():
-                print(f"waiting for {folder}/_SUCCESS")
+            listed = list_hour(cfg.raw_path, topic, hr, cfg.dump)
+            if not listed.complete:
+                print(f"waiting for {listed.waiting_for}")
                 return False
     return True
 

@@ -41,6 +41,7 @@ FindingKind = Literal[
     "hour_order",
     "type_change",
     "offset_reset",
+    "unread_file",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 Severity = Literal["warn", "fail"]
@@ -203,6 +204,15 @@ def decoding_findings(
                 "quarantined",
                 f"{quarantined} records quarantined: "
                 + ", ".join(f"{r} ({n})" for r, n in reasons),
+            )
+        )
+    for path in dec.get("unread_files", []):
+        out.append(
+            finding(
+                "unread_file",
+                f"{path} is in the hour's dump folder but is not named "
+                "<topic>+<partition>+<startOffset>.<avro|bin|json>[.gz]: nothing read it; rename "
+                "it if it holds records, move it away if not, and decode the hour again",
             )
         )
     if tot.get(Stat.SEGMENTS_ORPHANED):

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recon import __version__
+from recon.cli import inspect_cmd
 from recon.config import load_config, load_folder
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
@@ -193,10 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recon", description="Reconcile MySQL/MariaDB CDC streams dumped from Kafka."
     )
+    parser.add_argument("--version", action="version", version=f"recon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _stage_commands(sub)
     _state_commands(sub)
     _table_commands(sub)
+    inspect_cmd.add_commands(sub)
     return parser
 
 
@@ -254,21 +258,38 @@ def cmd_validate(args: argparse.Namespace) -> int:
     bad = 0
     for raw in args.paths:
         p = Path(raw)
-        if p.is_dir():
-            good, errors = load_folder(p)
-            for cfg in good:
-                print(f"ok  {cfg.source_file}  (dag recon_{cfg.name}, format {cfg.format})")
-            for msg in errors.values():
-                print(f"bad {msg}")
-            bad += len(errors)
-            continue
-        try:
-            cfg = load_config(p)
+        good, errors = load_folder(p) if p.is_dir() else _load_one(p)
+        for cfg in good:
+            problem = dumps_problem(cfg)
+            if problem:
+                errors[cfg.source_file or p] = problem
+                continue
             print(f"ok  {cfg.source_file}  (dag recon_{cfg.name}, format {cfg.format})")
-        except ReconError as err:
-            print(f"bad {err}")
-            bad += 1
+        for msg in errors.values():
+            print(f"bad {msg}")
+        bad += len(errors)
     return 1 if bad else 0
+
+
+def _load_one(p: Path) -> tuple[list[PipelineConfig], dict[Path, str]]:
+    try:
+        return [load_config(p)], {}
+    except ReconError as err:
+        return [], {p: str(err)}
+
+
+def dumps_problem(cfg: PipelineConfig) -> str | None:
+    """What in the pipeline's dumps its config cannot read (one line), if anything."""
+    from recon.rawdumps import bin_file_of_binary_format
+
+    found = bin_file_of_binary_format(cfg.raw_path, cfg.topics, cfg.format, cfg.dump)
+    if found is None:
+        return None
+    return (
+        f"{cfg.source_file}: `dump.layout`: {found} is a ByteArrayFormat (.bin) file, and "
+        f"{cfg.format}'s values are binary (a separator cannot delimit them); dump the topic "
+        "with the connector's AvroFormat and ByteArrayConverter"
+    )
 
 
 def cmd_decode(args: argparse.Namespace) -> int:

@@ -1,16 +1,15 @@
 """Read one hour of raw Kafka dumps (contract 2.1) into the normalized raw-record frame.
 
-Layout: `<raw_path>/<topic>/dt=YYYY-MM-DD/hour=HH/part-*.parquet | part-*.jsonl[.gz]` plus
-`_SUCCESS` once the hour is complete. Parquet files use Spark's Kafka source schema; JSON Lines use
-the same names with base64 `key`/`value`/header values and epoch-millisecond `timestamp`. A JSON
-line that cannot be read at all is kept, with its text, for the quarantine.
+Layouts and listing: `recon.rawdumps` (Kafka Connect's files are read as Parquet dumps once
+`recon.decode.connect_input` has converted them). Parquet files use Spark's Kafka source
+schema; JSON Lines use the same names with base64 `key`/`value`/header values and
+epoch-millisecond `timestamp`. A JSON line that cannot be read at all is kept, with its text,
+for the quarantine.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -18,7 +17,7 @@ from pyspark.sql import functions as F
 
 from recon.errors import ReconError
 from recon.hours import format_hour
-from recon.layout import JSONL_DUMPS, PARQUET_DUMP, raw_hour_folder
+from recon.rawdumps import HourFiles
 
 JSONL_SCHEMA = (
     "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp BIGINT, "
@@ -40,33 +39,14 @@ KAFKA_PARQUET_SCHEMA = pa.schema(
 )
 
 
-@dataclass(frozen=True)
-class HourFiles:
-    topic: str
-    folder: Path
-    complete: bool
-    parquet: tuple[str, ...]
-    jsonl: tuple[str, ...]
-
-
-def list_hour(raw_path: Path, topic: str, hour: datetime) -> HourFiles:
-    folder = raw_hour_folder(raw_path, topic, hour)
-    if not folder.is_dir():
-        return HourFiles(topic, folder, False, (), ())
-    names = sorted(p.name for p in folder.iterdir() if p.is_file())
-    parts = [n for n in names if n.startswith("part-")]
-    parquet = tuple(str(folder / n) for n in parts if n.endswith(PARQUET_DUMP))
-    jsonl = tuple(str(folder / n) for n in parts if n.endswith(JSONL_DUMPS))
-    return HourFiles(topic, folder, (folder / "_SUCCESS").is_file(), parquet, jsonl)
-
-
 def check_complete(files: list[HourFiles], hour: datetime, allow_incomplete: bool) -> None:
     missing = [f for f in files if not f.complete]
     if missing and not allow_incomplete:
         f = missing[0]
         raise ReconError(
-            f"hour {format_hour(hour)} of topic {f.topic} is not complete: no {f.folder}/_SUCCESS; "
-            f"wait for the dumper, or pass --allow-incomplete to decode what is there"
+            f"hour {format_hour(hour)} of topic {f.topic} is not complete: waiting for "
+            f"{f.waiting_for}; wait for the dumper, or pass --allow-incomplete to decode what "
+            "is there"
         )
 
 

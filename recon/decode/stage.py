@@ -35,6 +35,7 @@ from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
+from recon.decode.connect_input import normalize
 from recon.decode.copy_input import (
     BAD_FILE,
     CARRY_COLUMNS,
@@ -45,7 +46,7 @@ from recon.decode.copy_input import (
 )
 from recon.decode.decode_tasks import TaskInput, decode_task_inputs, packed
 from recon.decode.dump_input import VALUE_BYTES_STAT, count_dump_files, dumps_in_place
-from recon.decode.dumps import check_complete, list_hour, read_hour
+from recon.decode.dumps import check_complete, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
@@ -79,6 +80,7 @@ from recon.layout import (
     replace_dir,
     write_json_atomic,
 )
+from recon.rawdumps import HourFiles, list_hour
 from recon.spark.session import SMALL_HOUR_BYTES, job_named, sized_for
 
 PartitionKey = tuple[str, int]
@@ -179,13 +181,14 @@ def decode_hour(
     """Run the decode stage for one hour; returns the counters it also writes."""
     run_id = run_id or uuid.uuid4().hex[:12]
     layout = cfg.layout
-    files = [list_hour(cfg.raw_path, t, hour) for t in cfg.topics]
+    files = hour_files(cfg, hour)
     check_complete(files, hour, allow_incomplete)
+    files = normalize(spark, layout, cfg.format, cfg.dump, hour, files)
     staging, copy = layout.staging(run_id), layout.staging(f"{run_id}-input")
     skip = layout.staging(f"{run_id}-skip")
     for d in (staging, copy, skip):
         shutil.rmtree(d, ignore_errors=True)
-    small = dump_bytes(cfg.raw_path, cfg.topics, [hour]) < SMALL_HOUR_BYTES
+    small = dump_bytes(cfg.raw_path, cfg.topics, [hour], cfg.dump) < SMALL_HOUR_BYTES
     with sized_for(spark, small):
         inp = _read_input(spark, cfg, hour, files, copy, skip, staging / "offset_hashes")
         unreadable = _decode_to_staging(spark, cfg, hour, inp, staging)
@@ -202,6 +205,9 @@ def decode_hour(
         layout.schema(hour), {"tables": {k: v.to_json() for k, v in sorted(defs.items())}}
     )
     counters = _counters(cfg, hour, run_id, inp, decoded)
+    unread = sorted(f for hf in files for f in hf.unread)
+    if unread:
+        counters["unread_files"] = unread
     shapes: DecodedShapes = {
         "events_files": folder_files(layout.events(hour)),
         "shapes": decoded.shapes,
@@ -920,12 +926,18 @@ def raw_records_at(
     records carried into it: the bytes of changes set aside after decoding (few, so the join
     is broadcast and the dumps are scanned once)."""
     keys = ["topic", "partition", "offset"]
-    records, _ = read_hour(spark, [list_hour(cfg.raw_path, t, hour) for t in cfg.topics])
+    files = normalize(spark, cfg.layout, cfg.format, cfg.dump, hour, hour_files(cfg, hour))
+    records, _ = read_hour(spark, files)
     carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
     if has_parquet(carry_dir):
         records = records.unionByName(_carried_records(spark, carry_dir))
     wanted = F.broadcast(coords.select(*keys).distinct())
     return records.join(wanted, keys, "left_semi").dropDuplicates(keys)
+
+
+def hour_files(cfg: PipelineConfig, hour: datetime) -> list[HourFiles]:
+    """The hour's dump files of every topic, in the pipeline's layout (`recon.rawdumps`)."""
+    return [list_hour(cfg.raw_path, t, hour, cfg.dump) for t in cfg.topics]
 
 
 def read_counters(cfg: PipelineConfig, hour: datetime) -> DecodeCounters:

@@ -132,6 +132,9 @@ class DecodeCounters(TypedDict):
     event_shapes: NotRequired[DecodedShapes]
     """What the merge must know of the events before it reads them (absent: decoded before
     the decode counted it; the merge counts it then)."""
+    unread_files: NotRequired[list[str]]
+    """Files in the hour's dump folders that match no dump name (Kafka Connect layout): read
+    by nothing, each named in an `unread_file` finding."""
 
 
 def total(counters: DecodeCounters, stat: Stat) -> int:

@@ -20,9 +20,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from recon.config import PipelineConfig
-from recon.decode.dumps import list_hour
 from recon.errors import OutOfMemory, ReconError
 from recon.layout import hour_text, write_json_atomic
+from recon.rawdumps import dump_files
 
 OOM_MARKERS = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
 # Spark ends its JVM when a thread runs out of memory: the Python side then only sees the
@@ -32,9 +32,8 @@ JVM_GONE = ("ConnectionRefusedError", "Py4JNetworkError", "Java gateway process 
 
 def hour_size(cfg: PipelineConfig, hour: datetime) -> tuple[int, int]:
     """(dump files, bytes) of one pipeline-hour."""
-    listed = [list_hour(cfg.raw_path, t, hour) for t in cfg.topics]
-    files = [f for hf in listed for f in (*hf.parquet, *hf.jsonl)]
-    return len(files), sum(_size(f) for f in files)
+    files = dump_files(cfg.raw_path, cfg.topics, [hour], cfg.dump)
+    return len(files), sum(_size(str(f)) for f in files)
 
 
 def _size(path: str) -> int:

@@ -48,8 +48,10 @@ from typing import NamedTuple
 import pyarrow.parquet as pq
 
 from recon.config import PipelineConfig
-from recon.layout import JSONL_DUMPS, PARQUET_DUMP, dump_bytes, dump_files
+from recon.decode.connect_input import avro_records
+from recon.layout import dump_bytes
 from recon.merge.manifest import load_manifest, state_rows, unloaded_snapshot_bytes
+from recon.rawdumps import JSONL_DUMPS, PARQUET_DUMP, dump_files
 from recon.sparkconf import QUICK_JIT_JVM_OPTIONS, SMALL_RUN_JVM_OPTIONS
 
 SMALL_RUN_RECORDS = 150_000
@@ -94,7 +96,7 @@ class _RunSize(NamedTuple):
 def _run_size(cfg: PipelineConfig, hours: list[datetime], records: int, size: int) -> _RunSize:
     """Dump records are counted until `records`, and not at all from `size` dump bytes up (the
     largest limits compared with: JSON Lines are counted by reading them)."""
-    nbytes = dump_bytes(cfg.raw_path, cfg.topics, hours)
+    nbytes = dump_bytes(cfg.raw_path, cfg.topics, hours, cfg.dump)
     # an unreadable manifest counts as empty here: the merge refuses it with the fix
     man = load_manifest(cfg, allow_missing=True)
     return _RunSize(
@@ -130,11 +132,15 @@ def dump_records(cfg: PipelineConfig, hours: list[datetime], limit: int) -> int:
     end): a Parquet file's footer, a JSON Lines file's lines. A file that cannot be read counts
     as `limit` (not small: the decode quarantines it, the default compiler decodes the rest)."""
     total = 0
-    for path in dump_files(cfg.raw_path, cfg.topics, hours):
+    for path in dump_files(cfg.raw_path, cfg.topics, hours, cfg.dump):
         total += _records(path, limit - total)
         if total >= limit:
             return limit
     return total
+
+
+_LINE_FILES = (".bin", ".bin.gz", ".json", ".json.gz")
+"""Kafka Connect's line-separated files (counted by lines, as JSON Lines)."""
 
 
 def _records(path: Path, limit: int) -> int:
@@ -143,7 +149,9 @@ def _records(path: Path, limit: int) -> int:
             return int(pq.read_metadata(path).num_rows)
         except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
             return limit
-    if not path.name.endswith(JSONL_DUMPS):
+    if path.name.endswith(".avro"):
+        return avro_records(path, limit)
+    if not path.name.endswith((*JSONL_DUMPS, *_LINE_FILES)):
         return 0  # not a dump the decode reads
     opener = gzip.open if path.name.endswith(".gz") else open
     lines, last = 0, b"\n"
