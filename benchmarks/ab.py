@@ -3,7 +3,7 @@ time and its Spark jobs' wall and CPU seconds (Spark's event log), and per versi
 
 Why this way: a change to the merge's per-event expressions measured in one warm JVM, run after
 run, often saves little or nothing in a fresh `recon run`, which runs each job once on code the
-JVM has not compiled yet (session 48's measurements in the README); and one run's time swings
+JVM has not compiled yet (session 48's measurements in benchmarks/HISTORY.md); and one run's time swings
 by a third on this machine. So each version runs as the user runs it, a fresh process on the
 same hour, the versions in turns (a slow minute falls on all of them), the order turned each
 round (A, B, then B, A: `round_order`), and CPU time is counted beside wall time: the whole

@@ -10,7 +10,7 @@ what they touch, but changes to random keys in every bucket rewrite the whole st
 
 Run: .venv/bin/python -m benchmarks.merge_cost [--rows 100000 400000] [--changes 50]
 The issue's scale figure: --rows 1000000 20000000 --changes 1000000 --buckets 16
-(numbers, not a pass/fail test; the README quotes a run).
+(numbers, not a pass/fail test; docs/performance.md quotes a run).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Steps 2-5 run twice in one JVM (the second warm), then `merge_hour` once. The pr
 are written under the work folder and left out of the table; compaction is not timed.
 
 Run: .venv/bin/python -m benchmarks.mor_probe --rows 1000000 --changes 1000000
-(numbers, not a pass/fail test; the README quotes a run).
+(numbers, not a pass/fail test; docs/performance.md quotes a run).
 """
 
 from __future__ import annotations

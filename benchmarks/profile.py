@@ -1,7 +1,7 @@
 """Where one `recon run` hour spends its time: generates an hour (as `make bench` does), runs
 `recon run` under py-spy (every process: the driver program and Spark's Python workers) with
 Spark's event log on, then prints the Spark jobs by description or call site (count, seconds)
-and the Python functions with the most samples, per process. The README's "Speed" section quotes one run's jobs.
+and the Python functions with the most samples, per process. benchmarks/HISTORY.md quotes runs' jobs.
 The JVM, which py-spy cannot see into, is sampled by Java Flight Recorder (JFR, in the JDK): its
 executor threads' samples are put in the Spark stage running when each was taken, and the Java
 methods with the most samples are printed per stage (`--no-jfr`: without; skipped, saying so,

@@ -3,7 +3,7 @@ on the same data: the copy floor, the naive job a user would write (`benchmarks.
 `recon run` (decode, merge, publish, audit). Times, peak memory, row counts; the marginal rate
 (between the two sizes) and the fixed cost (the small size's time minus its messages at that
 rate) per path; the issue's targets as ratios. Writes benchmarks/results/latest.json and
-latest.png and prints a Markdown table (the README quotes one).
+latest.png and prints a Markdown table (docs/performance.md quotes one).
 
 Run: .venv/bin/python -m benchmarks.run [--formats ...] [--sizes 100k,2m] [--keys 100000]
 """
@@ -176,7 +176,7 @@ def round_order(turns: Sequence[str], n: int) -> list[str]:
     """What runs in turns (the bench's paths, `benchmarks.ab`'s versions) in round `n`'s
     order: the given order turned by `n`, so that over as many rounds as there are of them
     each runs in each place once. One order every round measures the order as well: the one
-    run second came out faster (README, "Session 53's measurements")."""
+    run second came out faster (benchmarks/HISTORY.md, "Session 53's measurements")."""
     k = n % len(turns) if turns else 0
     return [*turns[k:], *turns[:k]]
 
@@ -308,7 +308,7 @@ def chart(results: dict[str, Any], png: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="the speed benchmark (README 'Speed')")
+    ap = argparse.ArgumentParser(description="the speed benchmark (docs/performance.md)")
     ap.add_argument("--formats", default=",".join(KINDS))
     # 2M, not 500k (before session 62): a 400k-message step is a few seconds of work, which one
     # slow minute of a shared machine moves by a third (the same code's DataWorks ratio 0.69x

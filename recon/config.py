@@ -135,7 +135,7 @@ _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 _LOCAL_ONLY = (
     "the stages read and write through the file system; mount the store at the same path on "
     "Airflow and every Spark worker (a shared volume, NFS, or an s3fs/gcsfuse mount) and give "
-    "that path (README: Object stores)"
+    "that path (docs/deployment.md: Object stores)"
 )
 
 

@@ -2,7 +2,7 @@
 (the JDK's AppCDS) that setup builds once: a driver JVM maps them instead of finding, reading and
 verifying each from Spark's jars again. Spark loads classes all through a run (each new kind of
 query plan brings its own), so this is not only start-up: a small hour took ~20% less time
-(README, "Speed").
+(docs/deployment.md, "Spark settings and sizing").
 
 `make setup` runs `python -m recon.demo.class_archive`: one small `recon run` of the demo's
 sample dumps whose JVM writes the archive at exit (`-XX:ArchiveClassesAtExit`), again only when

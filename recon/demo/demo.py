@@ -408,7 +408,7 @@ def _expected_rows(state: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _comparable(row: dict[str, Any]) -> dict[str, Any]:
-    """DataWorks types every temporal value as an instant (DATE, epoch ms; README): its
+    """DataWorks types every temporal value as an instant (DATE, epoch ms; docs/formats.md): its
     `YYYY-MM-DDTHH:MM:SSZ` equals the source DATETIME read as UTC."""
     out = {}
     for k, v in row.items():

@@ -23,7 +23,8 @@ from recon.decode.dump_input import (
     open_dump,
     readable_in_place,
 )
-from recon.decode.dumps import KAFKA_PARQUET_SCHEMA, _read_parquet, list_hour
+from recon.decode.dumps import KAFKA_PARQUET_SCHEMA, _read_parquet
+from recon.rawdumps import list_hour
 
 HOUR = datetime(2026, 11, 20, 0, tzinfo=UTC)
 _BYTES = st.none() | st.binary(max_size=70)

@@ -1,4 +1,4 @@
-"""Canal flat message JSON (`canal.mq.flatMessage=true`), formats.md 3.3.
+"""Canal flat message JSON (`canal.mq.flatMessage=true`) (docs/formats.md).
 
 `data` holds full rows (after image; the before image for DELETE); `old` holds, per row, only the
 changed columns' previous values, so the UPDATE before image is `data` overlaid with `old`. Values

@@ -1,4 +1,4 @@
-"""Canal, protobuf mode (`canal.mq.flatMessage=false`), formats.md 3.1-3.2.
+"""Canal, protobuf mode (`canal.mq.flatMessage=false`) (docs/formats.md).
 
 Kafka value = Packet{type=MESSAGES, body=Messages{messages: [Entry bytes...]}}. Absent fields take
 the proto2 defaults (Entry.entryType ROWDATA, eventType UPDATE): our .proto declares them, so the

@@ -1,4 +1,4 @@
-"""Alibaba Cloud DataWorks real-time sync to Kafka JSON (formats.md section 5).
+"""Alibaba Cloud DataWorks real-time sync to Kafka JSON (docs/formats.md; section 5).
 
 An UPDATE arrives as UPDATE_BEFOR + UPDATE_AFTER sharing one sequenceId (joined here into one
 update; an UPDATE_BEFOR still waiting at the end of the hour is carried over), or as one

@@ -1,4 +1,4 @@
-"""Debezium / dtle JSON (formats.md section 4), with or without the schema envelope.
+"""Debezium / dtle JSON (docs/formats.md; section 4), with or without the schema envelope.
 
 op r = snapshot; c = insert (snapshot when `source.snapshot` says so - dtle sends its full copy as
 `c` with `snapshot: true`); u = update (dtle's PK-changing `u` keeps old key in `before`); d =

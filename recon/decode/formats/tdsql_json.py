@@ -1,4 +1,4 @@
-"""TencentDB for MariaDB / TDSQL binlog subscription JSON, `logtype: mysqlbinlog` (formats.md 2).
+"""TencentDB for MariaDB / TDSQL binlog subscription JSON, `logtype: mysqlbinlog` (docs/formats.md).
 
 Rows are positional SQL literals (`where` = before, `field` = after) with no column names: names
 and types come from DDL seen in the stream, the config's `ddl:`/`columns:`, or the schema state.

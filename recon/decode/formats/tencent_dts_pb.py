@@ -1,4 +1,4 @@
-"""Tencent Cloud DTS subscription, protobuf (formats.md section 1).
+"""Tencent Cloud DTS subscription, protobuf (docs/formats.md; section 1).
 
 Kafka value = Envelope{total, index, data}; the `data` of segments 0..total-1 of one partition,
 concatenated, is a serialized Entries{items: Entry...}. Each Entry is BEGIN / DML / COMMIT / DDL /
