@@ -110,9 +110,13 @@ class Layout:
     def decode_counters(self, hour: datetime) -> Path:
         return self.state / "decode" / f"hour={hour_text(hour)}.json"
 
+    @property
+    def connect_root(self) -> Path:
+        return self.state / "connect"
+
     def connect(self, hour: datetime) -> Path:
         """The hour's Kafka Connect files as Kafka source records (`recon.decode.connect_input`)."""
-        return self.state / "connect" / f"hour={hour_text(hour)}"
+        return self.connect_root / f"hour={hour_text(hour)}"
 
     def staging(self, run_id: str) -> Path:
         return self.state / "_staging" / run_id

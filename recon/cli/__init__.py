@@ -50,7 +50,9 @@ def _add_tables(p: argparse.ArgumentParser) -> None:
 
 def _add_incomplete(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
-        "--allow-incomplete", action="store_true", help=f"{what} whose _SUCCESS marker is missing"
+        "--allow-incomplete",
+        action="store_true",
+        help=f"{what} not complete yet (no _SUCCESS; Kafka Connect: docs/reference/dump-layouts.md)",
     )
 
 

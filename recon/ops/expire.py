@@ -14,7 +14,8 @@ last N hours (counted back from the newest merged hour):
 Files are only deleted under folders of hours older than the window and only when no version
 references them; expire holds the pipeline's writer lock, so no merge or publish is running
 (a file a concurrent run could still commit does not exist while it runs). Decoded hours and
-audit reports are kept.
+audit reports are kept; the Parquet copies of Kafka Connect dump files of hours before the
+window are deleted (made again from the dumps when needed).
 """
 
 from __future__ import annotations
@@ -201,4 +202,18 @@ def _expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
     for name in cfg.tables:
         if is_published(cfg, name):
             out["tables"][name] = expire_table(cfg, name, cutoff, kept)
+    out["connect_copies_deleted"] = expire_connect_copies(cfg, cutoff)
     return out
+
+
+def expire_connect_copies(cfg: PipelineConfig, cutoff: str) -> int:
+    """Kafka Connect files' Parquet copies of hours before the cutoff (a decode of such an
+    hour, or its quarantine's look-up of raw bytes, converts the files again)."""
+    root = cfg.layout.connect_root
+    gone = 0
+    for d in sorted(root.glob("hour=*")) if root.is_dir() else []:
+        m = _HOUR_DIR.match(d.name)
+        if m and m.group(1) < cutoff:
+            shutil.rmtree(d)
+            gone += 1
+    return gone

@@ -128,7 +128,11 @@ def find_layout(path: Path) -> tuple[Path, DumpConfig, list[str]]:
             sample = next(f for f in found if f.name.startswith(f"{topic}+"))
             fmt = path_format_of(sample.parent.relative_to(tdir).as_posix())
             raw = tdir.parent
-            topics = sorted(t for t, d in topic_dirs.items() if d.parent == raw)
+            topics = (
+                [path.name]  # one topic's folder
+                if path.name in topic_dirs and topic_dirs[path.name] == path
+                else sorted(t for t in _children(raw) if _holds_connect_files(raw / t, t))
+            )
             return raw, DumpConfig(KAFKA_CONNECT_S3, fmt), topics
     seen = ", ".join(sorted(_children(path))[:5]) or "nothing"
     raise InspectError(
@@ -143,6 +147,15 @@ def _children(folder: Path) -> list[str]:
         return [e.name for e in os.scandir(folder) if e.is_dir()]
     except OSError:
         return []
+
+
+def _holds_connect_files(folder: Path, topic: str) -> bool:
+    for i, (_, _, names) in enumerate(os.walk(folder)):
+        if any(connect_name(topic, n) for n in names):
+            return True
+        if i > _WALK_LIMIT:
+            break
+    return False
 
 
 def _connect_files(path: Path) -> list[Path]:

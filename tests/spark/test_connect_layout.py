@@ -2,7 +2,8 @@
 connector writes it (Avro for every format, `.bin` for the JSON ones; files of a partition
 written out of order, a task's re-delivered offsets in a file of their own, a Tencent envelope
 split across an hour), through `recon run`, publishes the source's final state, with the
-re-deliveries counted as duplicates and no offset gap."""
+re-deliveries counted as duplicates and no offset gap; a file of no connector name in an hour's
+folder fails that hour with an `unread_file` finding naming it."""
 
 from __future__ import annotations
 
@@ -48,6 +49,12 @@ def _pipeline(root: Path, fmt: str, ext: str) -> Path:
         "snapshot": {"path": str(root / "snapshot")},
         "dump": {"layout": "kafka-connect-s3", "path_format": "'dt'=YYYY-MM-dd/HH"},
     }
+    if fmt == "debezium_json":  # its key is the Kafka key, which the connector's files lack
+        doc["tables"] = {"shop.orders": {"primary_key": ["id"]}}
+    if fmt == "debezium_json" and ext == ".avro":  # a file of no connector name: a finding
+        hour1 = next(raw.glob("*/dt=*/01"))
+        (hour1 / "demo_debezium_json+0+0000000009.avro.partial").write_bytes(b"half a file")
+        doc["audit"] = {"fail_on": [*doc["audit"]["fail_on"], "unread_file"]}
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc))
     assert again > 0
@@ -72,4 +79,12 @@ def test_connect_dumps_publish_the_source_state(demo: Path, spark, fmt: str, ext
         for r in results
     )
     assert dups > 0
-    assert all(r["audit"]["verdict"] != "fail" for r in results)
+    failing = [
+        {f["kind"] for f in r["audit"]["findings"] if f["severity"] == "fail"} for r in results
+    ]
+    if fmt == "debezium_json" and ext == ".avro":
+        assert failing == [set(), {"unread_file"}]
+        (unread,) = [f for f in results[1]["audit"]["findings"] if f["kind"] == "unread_file"]
+        assert "demo_debezium_json+0+0000000009.avro.partial" in unread["message"]
+    else:
+        assert failing == [set()] * HOURS
