@@ -139,9 +139,19 @@ _LOCAL_ONLY = (
 )
 
 
+_ONE_SLASH = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)")
+
+
 def _path(path: Path, key: str, value: Any) -> Path:
     if not isinstance(value, str) or not value.strip():
         raise _fail(path, key, "must be a folder path (text), e.g. /data/raw")
+    if "\0" in value:
+        raise _fail(path, key, "holds a NUL character; write the folder's path without it")
+    bad = _ONE_SLASH.match(value.strip())
+    if bad:
+        raise _fail(
+            path, key, f"{value!r} is neither a path nor a URI ({bad.group(1)}:// has two slashes)"
+        )
     m = _URI.match(value.strip())
     if m:
         if m.group(1).lower() != "file":
@@ -164,7 +174,12 @@ def _start(path: Path, value: Any) -> datetime:
         dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
     else:
         raise _fail(path, "start", "missing or not a time; write e.g. 2026-11-20T00:00:00Z")
-    dt = dt.astimezone(UTC)
+    try:
+        dt = dt.astimezone(UTC)
+    except OverflowError:
+        raise _fail(
+            path, "start", f"{value} is out of range in UTC; write e.g. 2026-11-20T00:00:00Z"
+        ) from None
     if dt.minute or dt.second or dt.microsecond:
         raise _fail(
             path, "start", f"{value} is not at the top of an hour; use e.g. {dt:%Y-%m-%dT%H}:00:00Z"
@@ -512,4 +527,6 @@ def load_folder(folder: str | Path) -> tuple[list[PipelineConfig], dict[Path, st
             good.append(load_config(p))
         except ConfigError as err:
             bad[p] = str(err)
+        except Exception as err:  # noqa: BLE001 - one file's failure is that file's alone
+            bad[p] = f"{p}: could not be read ({type(err).__name__}: {err}); fix or move it"
     return good, bad

@@ -474,9 +474,12 @@ class _StreamDriver:
         return _drain(self.sink, self.carry, self.lane_rows, self.shapes)
 
     def stat_rows(self) -> list[dict[str, object]]:
+        """The counters as output rows, each at most the int64 column's largest value: a
+        producer's numbers can count past it (a Tencent seqId that jumps by 2^63 counts that
+        many entries missing), and a count that does not fit must not fail the task."""
         return [
-            {"kind": "stat", "topic": topic, "partition": partition, "stat": stat, "n": n}
-            for (topic, partition, stat), n in sorted(self.sink.stats.items())
+            {"kind": "stat", "topic": t, "partition": p, "stat": stat, "n": min(n, INT64_MAX)}
+            for (t, p, stat), n in sorted(self.sink.stats.items())
         ]
 
 
@@ -603,6 +606,8 @@ def decode_stream(
     return decode_raw(chain.from_iterable(map(records_of, batches)), fmt, ctx, shapes)
 
 
+INT64_MAX = 2**63 - 1
+"""The largest count an output row holds (`stat_rows`)."""
 _GC_YOUNG = 50_000
 """Allocations between collections of the youngest generation while decoding (Python's
 default: 700)."""

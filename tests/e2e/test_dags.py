@@ -150,11 +150,17 @@ def test_a_broken_yaml_breaks_only_its_own_dag(tmp_path: Path) -> None:
     # an impossible date (YAML's own date type fails) and bytes that are not UTF-8
     (pipelines / "broken_two.yaml").write_text(re.sub(r"start: .*", "start: 2026-11-31", text))
     (pipelines / "broken_three.yaml").write_bytes(text.encode().replace(b"canal", b"\xff\xfe", 1))
+    # nested past Python's recursion limit, and a start out of range once taken to UTC
+    (pipelines / "broken_four.yaml").write_text(text + "description: " + "[" * 3000 + "]" * 3000)
+    (pipelines / "broken_five.yaml").write_text(
+        re.sub(r"start: .*", "start: 0001-01-01T00:00:00+01:00", text)
+    )
     got = _bag(tmp_path, pipelines)
     assert "recon_demo_canal_pb" in got["dags"] and len(got["dags"]) == len(
         list((ROOT / "pipelines").glob("*.yaml"))
     )
-    assert not {"recon_broken_one", "recon_broken_two", "recon_broken_three"} & set(got["dags"])
+    broken = {f"recon_broken_{n}" for n in ("one", "two", "three", "four", "five")}
+    assert not broken & set(got["dags"])
     # Airflow keeps one import error per DAG file: the first broken DAG's one line
     (msg,) = got["errors"].values()
     assert "Traceback" not in msg and "broken_" in msg

@@ -251,3 +251,24 @@ def test_the_stages_log_through_logging_and_the_cli_stays_concise(
     monkeypatch.setenv("RECON_LOG_LEVEL", "debug")
     assert main(["validate", str(ROOT / "pipelines")]) == 0
     assert logging.getLogger("recon.merge.stage").getEffectiveLevel() == logging.DEBUG
+
+
+def test_a_loader_failure_of_any_kind_breaks_only_its_file(tmp_path: Path) -> None:
+    """Issue 79 item 2: deep nesting (RecursionError) and a start out of range in UTC
+    (OverflowError) escaped the loader and took every DAG along; a NUL byte, a one-slash URI
+    and a key given twice are refused with their line."""
+    _write(tmp_path, GOOD, "a.yaml")
+    _write(tmp_path, GOOD + "description: " + "[" * 3000 + "]" * 3000 + "\n", "deep.yaml")
+    _write(tmp_path, re.sub(r"start: .*", "start: 0001-01-01T00:00:00+01:00", GOOD), "old.yaml")
+    _write(tmp_path, GOOD.replace("raw_path: /data/raw", 'raw_path: "/data\\0raw"'), "nul.yaml")
+    _write(tmp_path, GOOD.replace("raw_path: /data/raw", "raw_path: s3a:/x"), "s3a.yaml")
+    _write(tmp_path, GOOD.replace("warehouse: wh", "warehouse: wh\nwarehouse: wh2"), "twice.yaml")
+    good, bad = load_folder(tmp_path)
+    assert [c.name for c in good] == ["shop"]
+    msgs = {p.name: m for p, m in bad.items()}
+    assert "nested too deeply" in msgs["deep.yaml"]
+    assert ":7: `start`: " in msgs["old.yaml"] and "out of range" in msgs["old.yaml"]
+    assert ":4: `raw_path`: holds a NUL character" in msgs["nul.yaml"]
+    assert "neither a path nor a URI" in msgs["s3a.yaml"]
+    assert ":7: `warehouse` is given twice (first at line 6)" in msgs["twice.yaml"]
+    assert all("\n" not in m for m in msgs.values())

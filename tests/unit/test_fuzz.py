@@ -267,3 +267,65 @@ def test_a_field_of_the_wrong_type_quarantines_its_record_not_the_task(fmt: str)
                 assert stats["records_in"] == sum(stats[k] for k in used) == 1, (path, value)
                 tried += 1
     assert tried > 100
+
+
+def _with_seq_ids(values: list[bytes], seq_of: list[int]) -> list[bytes]:
+    """Tencent records whose entries' seqIds are `seq_of[i]` plus the entry's place (one
+    envelope a record)."""
+    from recon._proto import tencent_subscribe_pb2 as pb
+
+    out = []
+    for v, base in zip(values, seq_of, strict=True):
+        env = pb.Envelope.FromString(v)
+        entries = pb.Entries.FromString(env.data)
+        for j, e in enumerate(entries.items):
+            e.header.seqId = min(base + j, 2**64 - 1)
+        env.data = entries.SerializeToString()
+        out.append(env.SerializeToString())
+    return out
+
+
+_SIX = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=6, seed=5)
+_WHOLE = [r.value for r in sample.to_records(sample.encode_tencent(_SIX, 10**6), "t")]
+"""The sample's Tencent records, one envelope each (so entries can be renumbered)."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seqs=st.lists(
+        st.one_of(
+            st.integers(0, 2**64 - 1),
+            st.sampled_from([0, 1, 2**63 - 2, 2**63, 2**63 + 5, 2**64 - 200]),
+        ),
+        min_size=len(_WHOLE),
+        max_size=len(_WHOLE),
+    )
+)
+@example(
+    seqs=[1, 20, 40, 2**63 + 5, *range(2**63 + 25, 2**63 + 20 * len(_WHOLE), 20)][: len(_WHOLE)]
+).via("a jump of 2^63: seq_missing overflowed int64 and failed the task on every retry")
+@pytest.mark.parametrize("lanes", [True, False])
+def test_any_tencent_seq_ids_decode_with_counters_that_fit(seqs: list[int], lanes: bool) -> None:
+    """Issue 79 item 1: counters saturate at int64's largest value; every record is accounted
+    for and the events are those of the stream numbered 1, 2, 3, ... whatever the numbers."""
+    import pyarrow as pa
+
+    from recon.core.model import OUTPUT_SCHEMA
+    from recon.decode.stream import INT64_MAX, decode_raw
+
+    def run(values: list[bytes]) -> list[dict]:
+        recs = [RawRecord("t", 0, i, None, v, 0) for i, v in enumerate(values)]
+        batches = decode_raw(recs, "tencent_dts_pb", CTX, lanes=lanes)
+        return pa.Table.from_batches(list(batches), schema=OUTPUT_SCHEMA).to_pylist()
+
+    out = run(_with_seq_ids(_WHOLE, seqs))
+    stats = {r["stat"]: r["n"] for r in out if r["kind"] == "stat"}
+    assert all(0 <= n <= INT64_MAX for n in stats.values())
+    assert stats["records_in"] == len(_WHOLE) == stats["records_consumed"]
+    if seqs[1:3] == [20, 40] and seqs[3:4] == [2**63 + 5]:  # the example: its jump counted
+        assert stats["seq_gaps"] >= 1 and stats["seq_missing"] == INT64_MAX  # saturated
+    plain = run(_with_seq_ids(_WHOLE, [1 + 20 * i for i in range(len(_WHOLE))]))
+    change = operator.itemgetter("op", "db", "tbl", "before", "after")
+    assert sorted(map(str, map(change, (e for e in out if e["kind"] == "event")))) == sorted(
+        map(str, map(change, (e for e in plain if e["kind"] == "event")))
+    )
