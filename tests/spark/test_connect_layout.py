@@ -88,3 +88,22 @@ def test_connect_dumps_publish_the_source_state(demo: Path, spark, fmt: str, ext
         assert "demo_debezium_json+0+0000000009.avro.partial" in unread["message"]
     else:
         assert failing == [set()] * HOURS
+
+
+def test_a_pipeline_recon_init_writes_runs(demo: Path, spark) -> None:
+    """A newcomer's path: `recon init` on a Kafka Connect folder, then `recon run` as it is."""
+    from recon.cli import main
+
+    raw = demo / "init" / "raw"
+    to_connect(demo / "raw", raw, "demo_canal_json", ".json.gz")
+    out = demo / "init" / "pipelines" / "shop.yaml"
+    assert (
+        main(["init", "--raw", str(raw), "--snapshot", str(demo / "snapshot"), "--out", str(out)])
+        == 0
+    )
+    first = format_hour(DEMO_START)
+    last = format_hour(DEMO_START.replace(hour=HOURS - 1))
+    results = run_hours(str(out), first, last)
+    expected = _expected_rows(sample.final_state(sample.workload(DEMO_START, HOURS)))
+    assert [_comparable(r) for r in export_rows(load_config(out), "shop.orders")] == expected
+    assert "fail" not in [r["audit"]["verdict"] for r in results]
