@@ -6,8 +6,9 @@ spark-submit jobs/stage.py decode|merge|audit --pipeline F --from H [--to H] [--
 Hours run in order, each with its own run id (`<ID>_<hour>`). `merge --tables` merges only those
 tables. `merge --rebuild true` drops their merge state and merges again, from the snapshot on,
 every decoded hour since the pipeline's start (the run's hours and any later ones included),
-re-auditing each. `audit` exits 1 after writing every report if any verdict is `fail`, so the
-Airflow task shows red. A user error is one line and exit 2.
+re-auditing each. `audit` exits 3 after writing every report if any verdict is `fail`, so the
+Airflow task shows red without a retry. A user error is one line and exit 2; anything else
+(an infrastructure error) exits 1 with its traceback, and the task retries it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ prefer_installed_pyspark()  # before anything imports pyspark (`recon.sparkpath`
 
 from recon.cli.output import Printer  # noqa: E402
 from recon.config import load_config  # noqa: E402
-from recon.errors import ReconError  # noqa: E402
+from recon.errors import EXIT_USER_ERROR, EXIT_VERDICT_FAIL, ReconError  # noqa: E402
 from recon.hours import format_hour, hour_range, parse_hour  # noqa: E402
 from recon.ops.lock import DAG_WAIT_S  # noqa: E402
 from recon.ops.rebuild import rebuild  # noqa: E402
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     )
     summary["failed_hours"] = failed
     write_summary(summary, args.summary_file)
-    return 1 if failed else 0
+    return EXIT_VERDICT_FAIL if failed else 0
 
 
 SUMMARY_PREFIX = "recon-summary "
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except ReconError as err:
         print(f"jobs/stage.py: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
 
 
 def _configure_logging() -> bool:

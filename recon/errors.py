@@ -1,5 +1,11 @@
 """Exceptions users see as one line: what is wrong and how to fix it."""
 
+EXIT_USER_ERROR = 2
+"""A command's or stage job's exit code for a user error (one line on stderr)."""
+EXIT_VERDICT_FAIL = 3
+"""`jobs/stage.py audit`'s exit code when an hour's verdict is `fail`: an answer, which the
+DAG's audit task does not retry; any other failure (exit 1, a traceback) is retried."""
+
 
 class ReconError(Exception):
     """A user-facing error; the CLI prints `str(err)` alone, with no traceback."""

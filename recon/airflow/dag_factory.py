@@ -241,7 +241,7 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
         lineage=lineage["audit"],
         application_args=["audit", *args],
         trigger_rule="none_failed",  # runs after a skipped decode/merge (audit_only)
-        retries=0,  # a failing verdict is an answer, not a transient error
+        # retried like the other stages; a `fail` verdict fails it without a retry (`settled`)
         **common,
     )
     app = SparkAppStart(

@@ -18,8 +18,8 @@ import os
 import tempfile
 from typing import Any
 
-from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from recon.airflow.spark_app import app_info, stop_app
 from recon.appsocket import AppGone, request
@@ -60,6 +60,7 @@ class StageOperator(SparkSubmitOperator):
         os.close(fd)
         self.application_args = [*(self.application_args or []), "--summary-file", path]
         app = app_info(context)
+        summary = None
         try:
             if app is None or not self._in_app(app):
                 self.log.info("::group::spark-submit %s (Spark's own output)", self.task_id)
@@ -67,6 +68,8 @@ class StageOperator(SparkSubmitOperator):
                     super().execute(context)
                 finally:
                     self.log.info("::endgroup::")
+        except AirflowException as err:
+            raise settled(err, _read_summary(path)) from err
         finally:
             summary = _read_summary(path)
             if summary is not None:
@@ -122,6 +125,19 @@ class StageOperator(SparkSubmitOperator):
             inputs=[OLDataset(namespace=ns, name=n) for ns, n in self.lineage_inputs],
             outputs=[OLDataset(namespace=ns, name=n) for ns, n in self.lineage_outputs],
         )
+
+
+def settled(err: AirflowException, summary: dict[str, Any] | None) -> AirflowException:
+    """What a failed stage task raises: an audit whose summary names hours with a `fail`
+    verdict has answered, and retrying would answer the same (AirflowFailException: failed
+    without a retry); any other failure is an error the task's retries are for."""
+    failed = (summary or {}).get("failed_hours") or []
+    if (summary or {}).get("stage") == "audit" and failed:
+        return AirflowFailException(
+            f"audit verdict fail for hour(s) {', '.join(failed)}: read the report, fix the "
+            "cause and clear the run, or mark this task success to go on (docs/operations.md)"
+        )
+    return err
 
 
 def _read_summary(path: str) -> dict[str, Any] | None:

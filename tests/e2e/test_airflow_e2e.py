@@ -137,7 +137,8 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     # application, so a retry (or a clear) starts from a fresh process
     text = log.read_text()
     assert "::group::audit in the run's Spark application" in text
-    assert "audit exited 1 in the run's Spark application" in text
+    assert "audit exited 3 in the run's Spark application" in text  # a verdict, not an error
+    assert "audit verdict fail for hour(s)" in text
     assert "stopped the run's Spark application after the failed stage" in text
     report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
     assert report["verdict"] == "fail"  # the garbage record is quarantined
@@ -146,6 +147,9 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
     states = dict(db.execute("SELECT task_id, state FROM task_instance").fetchall())
     assert states["audit"] == "failed" and states["announce"] == "upstream_failed"
+    # failed for good at once, though the task has retries: a verdict is an answer
+    tries = dict(db.execute("SELECT task_id, try_number FROM task_instance").fetchall())
+    assert tries["audit"] == 1
     assert states["spark_app_stop"] == "success"  # the teardown ran, whatever the verdict
     assert db.execute("SELECT count(*) FROM asset_event").fetchone()[0] == 0
 

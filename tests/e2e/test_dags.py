@@ -97,7 +97,7 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["start"].startswith("2026-11-20T00:00:00")
     assert d["tags"] == ["canal_pb", "recon"]
     assert d["retries"]["decode"] == 2 and d["retries"]["merge_publish"] == 2
-    assert d["retries"]["audit"] == 0  # a failing verdict is not retried
+    assert d["retries"]["audit"] == 2  # an error is retried; a `fail` verdict is not (`settled`)
     assert all(d["timeouts"].values()), d["timeouts"]  # no task can hang for ever
     # a failed audit holds the next hour's merge and fails the run (no Assets for it)
     assert d["wait_for_downstream"]["merge_publish"] is True

@@ -74,3 +74,18 @@ def test_the_form_accepts_a_logical_date_and_takes_its_hour() -> None:
         assert re.match(HOUR_PATTERN, text), text
     with pytest.raises(ValueError, match="not a valid"):
         resolve_hours({"hour": "2026-02-30T05:00:00Z"}, None, NOW)
+
+
+def test_a_fail_verdict_fails_the_audit_for_good_and_an_error_is_retried() -> None:
+    """Issue 79 item 5: the audit task has retries for errors; a `fail` verdict (its summary
+    names failed hours) raises AirflowFailException, which Airflow does not retry."""
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    from recon.airflow.lineage import settled
+
+    err = AirflowException("audit exited 3 in the run's Spark application")
+    verdict = {"stage": "audit", "failed_hours": ["2026-11-20T00"], "verdicts": {}}
+    answer = settled(err, verdict)
+    assert isinstance(answer, AirflowFailException) and "2026-11-20T00" in str(answer)
+    for summary in (None, {"stage": "audit", "failed_hours": []}, {**verdict, "stage": "merge"}):
+        assert settled(err, summary) is err  # a crash, or another stage: retried
