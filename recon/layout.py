@@ -111,6 +111,11 @@ class Layout:
         return self.state / "decode" / f"hour={hour_text(hour)}.json"
 
     @property
+    def acknowledged_resets(self) -> Path:
+        """Offset resets an operator acknowledged (`recon acknowledge-reset`)."""
+        return self.state / "acknowledged_resets.json"
+
+    @property
     def connect_root(self) -> Path:
         return self.state / "connect"
 

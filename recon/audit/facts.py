@@ -6,7 +6,7 @@ is never read, so the cost follows the hour, not the history."""
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,7 +19,7 @@ from recon.audit.gtid import arrow_gtid_spans
 from recon.audit.rules import GtidSpan, PartitionKey, Run
 from recon.config import PipelineConfig
 from recon.core.watermark import GTID_SOURCE_LOWER_SQL
-from recon.decode.offset_index import earlier_intervals, hour_intervals
+from recon.decode.offset_index import acknowledged_at, earlier_intervals, hour_intervals
 from recon.decode.stage import read_counters
 from recon.decode.stats import DecodeCounters
 from recon.errors import NotDecodedError, NotMergedError
@@ -42,6 +42,8 @@ class HourFacts:
     previous_gtid: dict[str, dict[str, Any]]
     open_age_hours: float | None
     quarantine_samples: dict[str, list[dict[str, Any]]]
+    resets_acknowledged: dict[PartitionKey, str] = field(default_factory=dict)
+    """Per partition, the hour of the offset reset acknowledged at or before this hour."""
 
 
 def read_facts(spark: SparkSession | None, cfg: PipelineConfig, hour: datetime) -> HourFacts:
@@ -68,6 +70,7 @@ def read_facts(spark: SparkSession | None, cfg: PipelineConfig, hour: datetime) 
         previous_gtid=_previous_gtid(layout, hour),
         open_age_hours=carried_age_hours(layout, hour),
         quarantine_samples=quarantine_samples(layout, hour),
+        resets_acknowledged=acknowledged_at(layout, hour),
     )
 
 

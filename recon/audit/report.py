@@ -62,7 +62,7 @@ def build_report(
             if key in facts.runs
             else NO_GAPS
         )
-        row, found = rules.partition_report(p, gaps)
+        row, found = rules.partition_report(p, gaps, facts.resets_acknowledged.get(key))
         partitions.append(row)
         findings += found
     findings += rules.decoding_findings(dec, facts.open_age_hours, cfg.audit.open_transaction_hours)

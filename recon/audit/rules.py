@@ -61,6 +61,8 @@ class Finding(TypedDict):
     table: NotRequired[str]
     topic: NotRequired[str]
     partition: NotRequired[int]
+    acknowledged: NotRequired[str]
+    """The hour an operator acknowledged it from (`recon acknowledge-reset`): it warns."""
 
 
 def finding(kind: FindingKind, message: str, **where: Any) -> Finding:
@@ -128,8 +130,12 @@ NO_GAPS: OffsetGaps = {
 }
 
 
-def partition_report(p: PartitionCounters, g: OffsetGaps) -> tuple[dict[str, Any], list[Finding]]:
-    """One partition's input row of the report, and its offset and duplicate findings."""
+def partition_report(
+    p: PartitionCounters, g: OffsetGaps, reset_acknowledged: str | None = None
+) -> tuple[dict[str, Any], list[Finding]]:
+    """One partition's input row of the report, and its offset and duplicate findings;
+    `reset_acknowledged`: the hour of an offset reset an operator acknowledged for the
+    partition (its `offset_reset` finding then warns)."""
     missing_inside = sum(b - a + 1 for a, b in g["inside"])
     row = {
         "topic": p["topic"],
@@ -174,15 +180,26 @@ def partition_report(p: PartitionCounters, g: OffsetGaps) -> tuple[dict[str, Any
         out.append(
             finding("duplicate", f"{dups} records delivered more than once (dropped)", **where)
         )
-    if p.get("offset_resets"):
+    if p.get("offset_resets") and reset_acknowledged:
+        out.append(
+            finding(
+                "offset_reset",
+                f"{p['offset_resets']} records at offsets read before with other content: the "
+                f"reset acknowledged from hour {reset_acknowledged} on (decoded as new records)",
+                acknowledged=reset_acknowledged,
+                **where,
+            )
+        )
+    elif p.get("offset_resets"):
         out.append(
             finding(
                 "offset_reset",
                 f"{p['offset_resets']} records at offsets read before with other content (the "
                 "topic was re-created or moved?): they were decoded and merged as new records, "
-                "not dropped as duplicates. If the reset is expected, acknowledge it by marking "
-                "the hour's failed audit task success (or take `offset_reset` out of "
-                "`audit.fail_on`); if not, find what rewrote the topic before trusting the hour",
+                "not dropped as duplicates. If the reset is expected, acknowledge it once: "
+                f"`recon acknowledge-reset --topic {p['topic']} --partition {p['partition']} "
+                "--hour <this hour>`, then clear the hour's audit; if not, find what rewrote "
+                "the topic before trusting the hour",
                 **where,
             )
         )
@@ -530,8 +547,8 @@ def staleness(dec: DecodeCounters, newest_ms: int | None, hour_end: datetime) ->
 def judge(findings: list[Finding], fail_on: Iterable[str]) -> tuple[Verdict, list[str]]:
     """Set each finding's severity; the hour's verdict and the kinds that fail it."""
     failing = set(fail_on) | ALWAYS_FAILS
-    for f in findings:
-        f["severity"] = "fail" if f["kind"] in failing else "warn"
+    for f in findings:  # an acknowledged finding has been judged by a person: it warns
+        f["severity"] = "fail" if f["kind"] in failing and not f.get("acknowledged") else "warn"
     if any(f["severity"] == "fail" for f in findings):
         return "fail", sorted(failing)
     return ("warn" if findings else "pass"), sorted(failing)

@@ -124,6 +124,19 @@ def _state_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_rollback)
 
     p = sub.add_parser(
+        "acknowledge-reset",
+        help="accept an offset reset (a re-created topic): later hours stop failing on it",
+    )
+    _add_pipeline(p)
+    p.add_argument("--topic", required=True, help="the topic whose offsets started again")
+    p.add_argument("--partition", required=True, type=int, help="its partition")
+    p.add_argument(
+        "--hour", required=True, metavar="HOUR", help="the first hour of the new offsets (UTC)"
+    )
+    p.add_argument("--note", default="", help="why, kept with the acknowledgement")
+    p.set_defaults(func=cmd_acknowledge_reset)
+
+    p = sub.add_parser(
         "expire", help="keep the last N hours of versions and merge states, delete older files"
     )
     _add_pipeline(p)
@@ -373,6 +386,20 @@ def _print_summary(cfg: PipelineConfig, hour: datetime, report: AuditReport) -> 
         print(line)
     print(f"  report: {cfg.layout.audit(hour) / 'report.html'}")
     return 1 if report["verdict"] == "fail" else 0
+
+
+def cmd_acknowledge_reset(args: argparse.Namespace) -> int:
+    from recon.ops.acknowledge import acknowledge_reset
+
+    cfg = load_config(args.pipeline)
+    entry, new = acknowledge_reset(cfg, args.topic, args.partition, args.hour, args.note)
+    what = "acknowledged" if new else "already acknowledged"
+    print(
+        f"offset reset of {entry['topic']}[{entry['partition']}] {what} from hour "
+        f"{entry['hour']} on; run that hour's audit again (clear its audit task, or "
+        f"`recon audit --pipeline {args.pipeline} --hour {entry['hour']}`)"
+    )
+    return 0
 
 
 def cmd_expire(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from recon.layout import Layout, hour_text
@@ -87,9 +88,41 @@ def _day(layout: Layout, day: str, folders: dict[str, Path]) -> pa.Table:
     return t
 
 
+def acknowledged_at(layout: Layout, hour: datetime) -> dict[tuple[str, int], str]:
+    """Per (topic, partition), the hour of the newest offset reset acknowledged at or before
+    `hour` (`recon acknowledge-reset`): from that hour on, the partition's offsets are a new
+    sequence, and what hours before it read is not compared with them."""
+    path = layout.acknowledged_resets
+    if not path.is_file():
+        return {}
+    H = hour_text(hour)
+    out: dict[tuple[str, int], str] = {}
+    for a in json.loads(path.read_text(encoding="utf-8")).get("resets", []):
+        key = (str(a["topic"]), int(a["partition"]))
+        if a["hour"] <= H and a["hour"] > out.get(key, ""):
+            out[key] = a["hour"]
+    return out
+
+
 def earlier_intervals(layout: Layout, hour: datetime) -> pa.Table:
     """The offset intervals every hour before `hour` read (topic, partition, lo, hi, hour), in
-    hour order: whole days from their rollups, the hour's own day from its hour folders."""
+    hour order: whole days from their rollups, the hour's own day from its hour folders; less
+    those of a partition read before the offset reset acknowledged for it (`acknowledged_at`)."""
+    t = _earlier_intervals(layout, hour)
+    acks = acknowledged_at(layout, hour)
+    if not acks or not t.num_rows:
+        return t
+    old = None
+    for (topic, part), at in acks.items():
+        m = pc.and_(
+            pc.and_(pc.equal(t["topic"], topic), pc.equal(t["partition"], part)),
+            pc.less(t["hour"], at),
+        )
+        old = m if old is None else pc.or_(old, m)
+    return t.filter(pc.invert(old))
+
+
+def _earlier_intervals(layout: Layout, hour: datetime) -> pa.Table:
     H = hour_text(hour)
     folders = {h: f for h, f in _hour_folders(layout.offsets_root).items() if h < H}
     by_day: dict[str, dict[str, Path]] = {}

@@ -598,3 +598,49 @@ def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_dup
     assert not list(cfg.warehouse.rglob("_tasks"))  # no attempt's folder is left behind
     hashes = cfg.layout.offset_hashes(HOURS[0])
     assert [p.name for p in hashes.iterdir()] and not list(hashes.glob(f"{TMP_PREFIX}*"))
+
+
+def test_an_acknowledged_offset_reset_stops_failing_the_hours_after_it(
+    spark, tmp_path: Path
+) -> None:
+    """Issue 79 item 4: after a topic is re-created, every later hour read offsets below the
+    old incarnation's and counted them as resets again, failing hour after hour. Acknowledged
+    once (`recon acknowledge-reset`), the hours from it on compare the partition's offsets with
+    the new incarnation's only: no reset, no duplicate against the old one, and the hour's own
+    finding warns."""
+    from recon.audit.rules import NO_GAPS, judge, partition_report
+    from recon.decode.offset_index import acknowledged_at
+    from recon.ops.acknowledge import acknowledge_reset
+
+    fmt, topic = "debezium_json", "t_debezium_json"
+    hours = [*HOURS, HOURS[1] + timedelta(hours=1)]
+
+    def at(h: datetime) -> int:
+        return int(h.timestamp() * 1000)
+
+    old = [r.value for r in sample.to_records(sample.ENCODERS[fmt](TXNS), topic)]
+    new = [r.value for r in sample.to_records(sample.ENCODERS[fmt](TXNS[::-1]), topic)][:-2]
+    cut = len(new) // 2  # the re-created topic's first half in hour 1, the rest in hour 2
+    recs = [RawRecord(topic, 0, i, None, v, at(hours[0]) + i) for i, v in enumerate(old)] + [
+        RawRecord(topic, 0, i, None, v, at(hours[1] if i < cut else hours[2]) + i)
+        for i, v in enumerate(new)
+    ]
+    write_dump(tmp_path / "raw", topic, recs, "parquet", hours, in_order=True)
+    cfg = load_config(write_pipeline(tmp_path / "p.yaml", name="p", format=fmt, topics=[topic]))
+    counters = [decode_hour(spark, cfg, h, run_id=f"r{i}") for i, h in enumerate(hours)]
+    resets = [c["totals"].get("offset_resets", 0) for c in counters]
+    assert resets[0] == 0 and resets[1] > 0 and resets[2] > 0  # hour 2 fails again: the bug
+    entry, first = acknowledge_reset(cfg, topic, 0, hour_text(hours[1]), "re-created")
+    assert first and entry["hour"] == hour_text(hours[1])
+    assert acknowledge_reset(cfg, topic, 0, hour_text(hours[1]))[1] is False  # recorded once
+    again = decode_hour(spark, cfg, hours[2], run_id="r2b")["totals"]
+    assert again.get("offset_resets", 0) == 0 and again.get("duplicates_cross_hour", 0) == 0
+    assert again["records"] == len(new) - cut
+    # hour 1, decoded before the acknowledgement: its finding now warns
+    (p,) = counters[1]["partitions"]
+    ack = acknowledged_at(cfg.layout, hours[1]).get((topic, 0))
+    assert ack == hour_text(hours[1]) and acknowledged_at(cfg.layout, hours[0]) == {}
+    (f,) = [f for f in partition_report(p, NO_GAPS, ack)[1] if f["kind"] == "offset_reset"]
+    assert judge([f], ["offset_reset"])[0] == "warn" and f["acknowledged"] == ack
+    (f,) = [f for f in partition_report(p, NO_GAPS)[1] if f["kind"] == "offset_reset"]
+    assert judge([f], ["offset_reset"])[0] == "fail" and "recon acknowledge-reset" in f["message"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -272,3 +273,30 @@ def test_a_loader_failure_of_any_kind_breaks_only_its_file(tmp_path: Path) -> No
     assert "neither a path nor a URI" in msgs["s3a.yaml"]
     assert ":7: `warehouse` is given twice (first at line 6)" in msgs["twice.yaml"]
     assert all("\n" not in m for m in msgs.values())
+
+
+def test_acknowledge_reset_records_once_and_refuses_a_topic_not_in_the_pipeline(
+    tmp_path: Path,
+) -> None:
+    p = _write(tmp_path, GOOD)
+    args = ["acknowledge-reset", "--pipeline", str(p), "--topic", "shop_cdc", "--partition", "2"]
+    proc = _recon(*args, "--hour", "2026-11-20T05", "--note", "topic re-created")
+    assert proc.returncode == 0 and "acknowledged from hour 2026-11-20T05 on" in proc.stdout
+    assert "already acknowledged" in _recon(*args, "--hour", "2026-11-20T05:00:00Z").stdout
+    doc = json.loads((tmp_path / "wh" / "_state" / "shop" / "acknowledged_resets.json").read_text())
+    assert [(a["topic"], a["partition"], a["hour"], a["note"]) for a in doc["resets"]] == [
+        ("shop_cdc", 2, "2026-11-20T05", "topic re-created")
+    ]
+    bad = _recon(
+        "acknowledge-reset",
+        "--pipeline",
+        str(p),
+        "--topic",
+        "nope",
+        "--partition",
+        "0",
+        "--hour",
+        "2026-11-20T05",
+    )
+    assert bad.returncode == 2 and "is not one of pipeline shop's" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
