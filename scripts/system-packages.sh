@@ -20,8 +20,12 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "setup: installing ${need[*]} (Debian)"
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y -q --no-install-recommends "${need[@]}" >/tmp/recon-apt.log 2>&1; then
-  apt-get update -q >>/tmp/recon-apt.log 2>&1
-  apt-get install -y -q --no-install-recommends "${need[@]}" >>/tmp/recon-apt.log 2>&1 \
-    || { echo "setup: apt-get install ${need[*]} failed; see /tmp/recon-apt.log" >&2; exit 1; }
+# apt's output in a file of this run's own (a fixed name in /tmp, written as root, could be a
+# link another user left there)
+log=$(mktemp -t recon-apt.XXXXXX.log)
+if ! apt-get install -y -q --no-install-recommends "${need[@]}" >"$log" 2>&1; then
+  apt-get update -q >>"$log" 2>&1
+  apt-get install -y -q --no-install-recommends "${need[@]}" >>"$log" 2>&1 \
+    || { echo "setup: apt-get install ${need[*]} failed; see $log" >&2; exit 1; }
 fi
+rm -f "$log"

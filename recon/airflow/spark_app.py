@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -75,7 +76,24 @@ def shared_folder() -> str | None:
     if value.lower() in ("1", "true", "yes", "on"):
         value = os.path.join(tempfile.gettempdir(), f"recon-apps-{os.getuid()}")
     os.makedirs(value, mode=0o700, exist_ok=True)
+    problem = private_folder_problem(value)
+    if problem:
+        raise PermissionError(f"{value}: {problem}; remove it (or set {SHARED} to another folder)")
     return value
+
+
+def private_folder_problem(path: str) -> str | None:
+    """Why `path` is not a folder only this user can reach (a shared temporary folder could
+    hold another user's folder or link there, whose applications and sockets this user's
+    stages would then use), or None."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return "is not a folder (a link, or a file)"
+    if st.st_uid != os.getuid():
+        return f"belongs to uid {st.st_uid}, not to this user ({os.getuid()})"
+    if st.st_mode & 0o077:
+        return f"is open to others (mode {stat.S_IMODE(st.st_mode):o}, wanted 700)"
+    return None
 
 
 def shared_key(cmd: list[str], application: str, env: dict[str, str]) -> str:
@@ -100,7 +118,11 @@ class SparkAppStart(SparkSubmitOperator):
         if not _on(os.environ.get(SWITCH, "true")):
             self.log.info("%s is off: each stage runs its own spark-submit", SWITCH)
             return None
-        shared = shared_folder()
+        try:
+            shared = shared_folder()
+        except PermissionError as err:  # not to be trusted: an application of this run's own
+            self.log.warning("not sharing Spark applications: %s", err)
+            shared = None
         if shared is None:
             return self._start(tempfile.mkdtemp(prefix="recon-app-"))
         self.name = SHARED_NAME  # one name for the runs it serves
@@ -167,7 +189,10 @@ class SparkAppStart(SparkSubmitOperator):
 def _lease(shared: str, key: str, run: str) -> tuple[str, dict[str, Any] | None]:
     """(folder, the application there) of a free application of `key` that serves, leased to
     `run`; else a folder leased to `run` for a new one (None: start it there)."""
-    with open(os.path.join(shared, f"{key}.lock"), "w") as lock:
+    fd = os.open(
+        os.path.join(shared, f"{key}.lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600
+    )
+    with os.fdopen(fd, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one setup task picks at a time
         slots = sorted(glob.glob(os.path.join(glob.escape(shared), f"{key}-*[0-9]")))
         unused = None

@@ -48,7 +48,8 @@ def pipelines() -> dict[str, PipelineConfig]:
 def safe_path(root: Path, rel: str) -> Path:
     """`rel` inside `root`, or PathRefused: no `..`, no absolute path, no link leading out."""
     parts = PurePosixPath(rel.replace("\\", "/")).parts
-    if not parts or rel.startswith("/") or any(p in ("..", "") for p in parts):
+    bad = not parts or rel.startswith("/") or "\0" in rel  # a NUL (`%00`) no path holds
+    if bad or any(p in ("..", "") for p in parts):
         raise PathRefused(f"path {rel!r} is refused: only files under the audit root are served")
     base = root.resolve()
     target = (base / Path(*parts)).resolve()

@@ -15,6 +15,7 @@ snapshot, changes its watermark does not cover) are in flight: reported apart, n
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,16 @@ def _source_snapshot(spark: SparkSession, path: Path, name: str) -> tuple[DataFr
     return df, {"kind": "snapshot", "path": str(path), "watermark": wm.to_json(), "_wm": wm}
 
 
+_USERINFO = re.compile(r"(//)[^/?#]*@")
+
+
+def shown_url(url: str) -> str:
+    """A JDBC URL as reports and messages show it: without its query (where `password=`
+    goes) and without `user:password@` (`jdbc:mariadb://u:secret@h:3306/db` ->
+    `jdbc:mariadb://h:3306/db`)."""
+    return _USERINFO.sub(r"\1", url.split("?")[0])
+
+
 def _source_jdbc(
     spark: SparkSession, url: str, name: str, user: str | None, password: str | None
 ) -> tuple[DataFrame, dict]:
@@ -146,7 +157,7 @@ def _source_jdbc(
         return r
 
     db, tbl = name.split(".", 1)
-    point: dict[str, Any] = {"kind": "jdbc", "url": url.split("?")[0]}
+    point: dict[str, Any] = {"kind": "jdbc", "url": shown_url(url)}
     try:
         pos = reader().option("query", "SELECT @@gtid_binlog_pos AS g").load().first()
         point["gtid_set"] = pos["g"] if pos else None
@@ -156,7 +167,7 @@ def _source_jdbc(
         df = reader().option("dbtable", f"`{db}`.`{tbl}`").load()
     except Exception as err:  # noqa: BLE001 - any driver error is the user's to fix
         first = str(err).strip().splitlines()[0][:300]
-        raise ReconError(f"cannot read {name} over JDBC ({url.split('?')[0]}): {first}") from None
+        raise ReconError(f"cannot read {name} over JDBC ({shown_url(url)}): {first}") from None
     return df, point
 
 

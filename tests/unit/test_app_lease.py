@@ -129,3 +129,33 @@ def test_a_folder_is_reused_only_once_its_lease_is_stale(shared: str) -> None:
     os.unlink(os.path.join(folder, LEASE))  # the next run's start failed and it ended
     got = {_lease(shared, KEY, r)[0] for r in ("a", "b")}
     assert got == {starting, folder}  # both free folders taken again, one each
+
+
+def test_the_shared_folder_must_be_this_users_alone(tmp_path: Path, monkeypatch) -> None:
+    """Issue 79 item 9: `/tmp/recon-apps-<uid>` was used whoever made it and however open it
+    was, and its lock file followed links: another user could hand a run its application."""
+    import os
+
+    import pytest
+
+    from recon.airflow.spark_app import SHARED, _lease, shared_folder
+
+    mine = tmp_path / "mine"
+    monkeypatch.setenv(SHARED, str(mine))
+    assert shared_folder() == str(mine) and (mine.stat().st_mode & 0o777) == 0o700
+    mine.chmod(0o777)
+    with pytest.raises(PermissionError, match="open to others"):
+        shared_folder()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    monkeypatch.setenv(SHARED, str(link))
+    with pytest.raises(PermissionError, match="not a folder"):
+        shared_folder()
+    # a lock file that is a link is not followed
+    mine.chmod(0o700)
+    (mine / "k.lock").symlink_to(tmp_path / "victim")
+    with pytest.raises(OSError):
+        _lease(str(mine), "k", "run")
+    assert not (tmp_path / "victim").exists()
+    assert os.getuid() == mine.stat().st_uid

@@ -260,3 +260,12 @@ def test_hours_out_of_order_are_findings() -> None:
     assert "30 earlier hours were not merged" in f["message"] and "29 more" in f["message"]
     verdict, _ = rules.judge([f], ["hour_order"])
     assert verdict == "fail"
+
+
+def test_a_jdbc_url_is_shown_without_its_credentials() -> None:
+    """Issue 79 item 9: reports kept `user:password@` of the URL given to `--jdbc`."""
+    from recon.audit.reconcile import shown_url
+
+    assert shown_url("jdbc:mariadb://u:secret@h:3306/db?password=x") == "jdbc:mariadb://h:3306/db"
+    assert shown_url("jdbc:postgresql://u:p@ss@db:5432/x") == "jdbc:postgresql://db:5432/x"
+    assert shown_url("jdbc:mysql://h:3306/db") == "jdbc:mysql://h:3306/db"

@@ -97,3 +97,15 @@ def test_binlog_file_numbers() -> None:
     assert binlog_file_number("mysql-bin.000003") == 3  # cached: the same answer
     assert binlog_file_number("binlog") == 0 and binlog_file_number(None) == 0
     assert binlog_file_number("") == 0
+
+
+def test_a_binlog_file_name_of_any_length_is_read_in_linear_time_and_clamped() -> None:
+    """Issue 79 item 9: the trailing digits were found by a regex search, quadratic in a long
+    run of digits (20k: 5.5 s), and int() refused more than 4,300 of them."""
+    from recon.core.order import binlog_file_number, binlog_key
+
+    assert binlog_file_number("1" * 20_000 + "x") == 0
+    assert binlog_file_number("mysql-bin." + "9" * 20_000) == 2**64  # past 64 bits: no error
+    assert binlog_file_number("bin.٣") == 3  # a decimal digit of another script, as before
+    # the order key clamps it to 64 bits, as the lanes' C reads do
+    assert binlog_key("b." + "9" * 5000, 1, 0, 0, 0)[:8] == b"\xff" * 8

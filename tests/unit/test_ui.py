@@ -114,7 +114,7 @@ def test_safe_path_refuses_everything_outside_the_root(tmp_path: Path) -> None:
     (tmp_path / "secret").write_text("x")
     (root / "out").symlink_to(tmp_path)
     assert safe_path(root, "h/report.json") == (root / "h" / "report.json").resolve()
-    for bad in ("../secret", "h/../../secret", "/etc/passwd", "", "..\\secret"):
+    for bad in ("../secret", "h/../../secret", "/etc/passwd", "", "..\\secret", "h/\0x"):
         with pytest.raises(PathRefused):
             safe_path(root, bad)
     with pytest.raises(PathRefused, match="leads out"):
