@@ -5,7 +5,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: setup demo test test-fast lint fmt clean airflow pack bench
+.PHONY: setup demo test test-fast lint fmt clean airflow pack bench sanitize
 
 setup:
 	bash scripts/setup.sh
@@ -18,9 +18,14 @@ pack: setup
 demo: setup
 	$(VENV)/bin/recon demo
 
-# README command 2: the whole test suite (lint and types included).
-test: setup lint
+# README command 2: the whole test suite (lint, types and the sanitizer run included).
+test: setup lint sanitize
 	bash scripts/run-tests.sh
+
+# The C modules built with AddressSanitizer and UndefinedBehaviorSanitizer, their differential
+# tests and the record loops' mutation fuzz run against them (scripts/sanitize.sh).
+sanitize: setup
+	bash scripts/sanitize.sh
 
 # Everything but the end-to-end tests (tests/e2e, marked slow): a quick check while working.
 test-fast: setup lint

@@ -250,8 +250,8 @@ class SharedMemberJson:
         message is read then, as any other)."""
         try:
             rest = _ANY.decode(b"{" + value[start:])
-        except msgspec.DecodeError:
-            return None
+        except (msgspec.DecodeError, ValueError):  # bytes that are not UTF-8 too: the whole
+            return None  # message is read then, and its error is orjson's whatever is cached
         if not rest:
             return None
         return {self.member: obj, **rest}
