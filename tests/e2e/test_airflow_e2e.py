@@ -318,7 +318,7 @@ def _forked_runs_share_applications(
         assert "::group::merge_publish in the run's Spark application" in text
         report = json.loads((tmp_path / "wh" / "audit" / n / _h(H0) / "report.json").read_text())
         assert report["verdict"] == "pass" and report["identity"]["balanced"]
-    assert "audit exited 1 in the run's Spark application" in logs["fc"].read_text()
+    assert "audit exited 3 in the run's Spark application" in logs["fc"].read_text()
     # two runs at once, an application each; the third took one freed, and stopped it
     (how_a, app_a), (how_b, app_b), (how_c, app_c) = (_app_of(logs[n]) for n in logs)
     assert (how_a, how_b, how_c) == ("started", "started", "taken") and app_a != app_b
