@@ -56,6 +56,18 @@ DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and pub
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 _DUMP_KEYS = {"layout", "path_format", "grace_minutes", "separator"}
+_TOPIC_KEYS = {"name", "transactional", "compacted"}
+
+
+@dataclass(frozen=True)
+class TopicOptions:
+    """What a topic's Kafka settings leave in its offsets (`recon.audit.rules.expected_gaps`)."""
+
+    transactional: bool = False
+    """Written by transactional producers: a commit or abort marker takes an offset that no
+    consumer receives."""
+    compacted: bool = False
+    """`cleanup.policy=compact`: compaction removes offsets."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,8 @@ class PipelineConfig:
     # (merge-on-read, the default), or the buckets always rewritten (copy-on-write, for
     # readers that apply no Iceberg v2 deletes) (`recon.merge.stage`)
     write_mode: str = DEFAULT_WRITE_MODE
+    topic_options: dict[str, TopicOptions] = field(default_factory=dict)
+    """Topics given as a mapping with `transactional:` or `compacted:` (`_topics`)."""
     dump: DumpConfig = SPARK_KAFKA_DUMP  # the raw dumps' layout (`recon.rawdumps`)
 
     @property
@@ -313,6 +327,37 @@ def _snapshot(path: Path, snap: Any) -> Path | None:
     return _path(path, "snapshot.path", snap["path"])
 
 
+def _topics(path: Path, value: Any) -> tuple[tuple[str, ...], dict[str, TopicOptions]]:
+    """`topics:` names, each a name or `{name: t, transactional: true, compacted: true}`."""
+    if not isinstance(value, list) or not value:
+        raise _fail(path, "topics", "must list at least one topic, e.g. [shop_cdc]")
+    names: list[str] = []
+    options: dict[str, TopicOptions] = {}
+    for i, item in enumerate(value):
+        key = f"topics[{i}]"
+        if isinstance(item, dict):
+            unknown = set(item) - _TOPIC_KEYS
+            if unknown or not isinstance(item.get("name"), str) or not item["name"]:
+                raise _fail(
+                    path,
+                    "topics",
+                    f"{key} must be a name or {{name: t, transactional: true, compacted: true}}",
+                )
+            flags = {k: item.get(k, False) for k in ("transactional", "compacted")}
+            if not all(isinstance(v, bool) for v in flags.values()):
+                raise _fail(path, "topics", f"{key}: transactional and compacted are true or false")
+            name = item["name"]
+            options[name] = TopicOptions(**flags)
+        elif isinstance(item, str) and item:
+            name = item
+        else:
+            raise _fail(path, "topics", f"{key} must be a topic's name, e.g. shop_cdc")
+        if name in names:
+            raise _fail(path, "topics", f"{name!r} is listed twice; keep one")
+        names.append(name)
+    return tuple(names), options
+
+
 def _dump(path: Path, value: Any) -> DumpConfig:
     if value is None:
         return SPARK_KAFKA_DUMP
@@ -415,9 +460,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
     fmt = data["format"]
     if fmt not in FORMATS:
         raise _fail(path, "format", f"{fmt!r} is not a format; use one of {', '.join(FORMATS)}")
-    topics = _str_list(path, "topics", data["topics"])
-    if not topics:
-        raise _fail(path, "topics", "name at least one topic")
+    topics, topic_options = _topics(path, data["topics"])
     snapshot_path = _snapshot(path, data.get("snapshot"))
     catalog = _catalog(path, data.get("catalog") or {})
     buckets = data.get("buckets", 16)
@@ -443,6 +486,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         format=fmt,  # checked against FORMATS above
         raw_path=_path(path, "raw_path", data["raw_path"]),
         topics=topics,
+        topic_options=topic_options,
         warehouse=_path(path, "warehouse", data["warehouse"]),
         start=_start(path, data["start"]),
         tables=_tables(path, data["tables"]),

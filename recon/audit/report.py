@@ -62,7 +62,13 @@ def build_report(
             if key in facts.runs
             else NO_GAPS
         )
-        row, found = rules.partition_report(p, gaps, facts.resets_acknowledged.get(key))
+        opts = cfg.topic_options.get(p["topic"])
+        gaps, expected = rules.expected_gaps(
+            gaps, bool(opts and opts.transactional), bool(opts and opts.compacted)
+        )
+        row, found = rules.partition_report(
+            p, gaps, facts.resets_acknowledged.get(key), expected if opts else None
+        )
         partitions.append(row)
         findings += found
     findings += rules.decoding_findings(dec, facts.open_age_hours, cfg.audit.open_transaction_hours)

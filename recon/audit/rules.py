@@ -122,6 +122,44 @@ def offset_gaps(runs: list[Run], earlier: list[Run]) -> OffsetGaps:
     }
 
 
+def expected_gaps(
+    g: OffsetGaps, transactional: bool, compacted: bool
+) -> tuple[OffsetGaps, dict[str, int]]:
+    """The gaps a topic's own settings explain, taken out of `g`, and their offsets counted:
+    on a transactional topic a gap of one offset is a transaction's commit or abort marker,
+    which the log holds and no consumer receives (`transaction_markers`); on a compacted topic
+    any other gap is records compaction removed (`compacted_offsets`). What is left is a loss
+    (`offset_gap`): on a transactional topic a gap of two offsets or more (records missing, or
+    an aborted transaction's records that a read_committed dumper skips: the dump cannot tell
+    which)."""
+    counts = {"transaction_markers": 0, "compacted_offsets": 0}
+    if not (transactional or compacted):
+        return g, counts
+
+    def lost(gaps: list[Run]) -> list[Run]:
+        out = []
+        for a, b in gaps:
+            if transactional and a == b:
+                counts["transaction_markers"] += 1
+            elif compacted:
+                counts["compacted_offsets"] += b - a + 1
+            else:
+                out.append((a, b))
+        return out
+
+    between = lost([g["between_hours"]]) if g["between_hours"] else []
+    inside = lost(g["inside"])
+    still_open = [
+        x for x in g["earlier_still_open"] if not (transactional and x[0] == x[1]) and not compacted
+    ]
+    return {
+        **g,
+        "inside": inside,
+        "between_hours": between[0] if between else None,
+        "earlier_still_open": still_open,
+    }, counts
+
+
 NO_GAPS: OffsetGaps = {
     "inside": [],
     "between_hours": None,
@@ -131,11 +169,15 @@ NO_GAPS: OffsetGaps = {
 
 
 def partition_report(
-    p: PartitionCounters, g: OffsetGaps, reset_acknowledged: str | None = None
+    p: PartitionCounters,
+    g: OffsetGaps,
+    reset_acknowledged: str | None = None,
+    expected: dict[str, int] | None = None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """One partition's input row of the report, and its offset and duplicate findings;
     `reset_acknowledged`: the hour of an offset reset an operator acknowledged for the
-    partition (its `offset_reset` finding then warns)."""
+    partition (its `offset_reset` finding then warns); `expected`: the offsets of gaps the
+    topic's settings explain (`expected_gaps`), counted in the row."""
     missing_inside = sum(b - a + 1 for a, b in g["inside"])
     row = {
         "topic": p["topic"],
@@ -151,6 +193,7 @@ def partition_report(
         "offsets_missing": missing_inside,
         "gap_from_previous_hour": list(g["between_hours"]) if g["between_hours"] else None,
         "earlier_gaps_still_open": len(g["earlier_still_open"]),
+        **(expected or {}),
         "decoder": p.get("decoder", {}),
     }
     where = {"topic": p["topic"], "partition": p["partition"]}

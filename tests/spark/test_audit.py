@@ -303,3 +303,65 @@ def test_hours_run_out_of_order_fail_with_hour_order(spark, tmp_path: Path) -> N
     # run in order, the same hours pass
     assert _run(cfg) == 0
     assert _report(tmp_path, H1)["verdict"] == "pass"
+
+
+def test_transaction_markers_and_compaction_are_not_losses_but_a_loss_among_them_is(
+    tmp_path: Path,
+) -> None:
+    """Issue 79 item 3: a transactional producer leaves an offset per transaction for its
+    commit marker, and compaction removes offsets: each used to be an `offset_gap`, failing the
+    hour. With the topics described (`transactional`, `compacted`), a transactional topic's
+    single-offset gaps are counted as markers and its longer gap is still a loss; a compacted
+    topic's gaps are counted as compacted offsets."""
+    fmt = "canal_json"
+    values = [
+        r.value
+        for r in sample.to_records(sample.ENCODERS[fmt](sample.workload(START, 1, 8, seed=4)), "x")
+    ]
+    ts = int(START.timestamp() * 1000)
+
+    def offsets_with_gaps(n: int, skip: set[int]) -> list[int]:
+        out, o = [], 0
+        while len(out) < n:
+            if o not in skip:
+                out.append(o)
+            o += 1
+        return out
+
+    # tx: a marker after every 4 records, and a real loss of two offsets (6, 7)
+    tx_skip = {o for o in range(200) if o % 5 == 4} | {6, 7}
+    # cmp: offsets compaction removed, singles and runs
+    cmp_skip = {3, 7, 8, 9, 15}
+    recs = [
+        RawRecord("tx", 0, o, None, v, ts + i)
+        for i, (o, v) in enumerate(
+            zip(offsets_with_gaps(len(values), tx_skip), values, strict=True)
+        )
+    ] + [
+        RawRecord("cmp", 0, o, None, v, ts + i)
+        for i, (o, v) in enumerate(
+            zip(offsets_with_gaps(len(values), cmp_skip), values, strict=True)
+        )
+    ]
+    for topic in ("tx", "cmp"):
+        write_dump(tmp_path / "raw", topic, [r for r in recs if r.topic == topic], "jsonl", [H0])
+    cfg = write_pipeline(
+        tmp_path / "aud.yaml",
+        name="aud",
+        format=fmt,
+        raw=tmp_path / "raw",
+        warehouse=tmp_path / "wh",
+        topics=[{"name": "tx", "transactional": True}, {"name": "cmp", "compacted": True}],
+        start=START,
+    )
+    assert _run(cfg, hours=1) == 1  # the loss fails the hour
+    rep = _report(tmp_path, H0)
+    rows = {r["topic"]: r for r in rep["input"]["partitions"]}
+    last_tx = max(r.offset for r in recs if r.topic == "tx")
+    markers = len([o for o in tx_skip if o <= last_tx and o not in (6, 7)])
+    assert markers >= 2
+    assert rows["tx"]["transaction_markers"] == markers and rows["tx"]["offsets_missing"] == 2
+    assert rows["tx"]["offset_gaps"] == [[6, 7]]
+    assert rows["cmp"]["compacted_offsets"] == len(cmp_skip) and rows["cmp"]["offset_gaps"] == []
+    gaps = [f for f in rep["findings"] if f["kind"] == "offset_gap"]
+    assert [(f["topic"], f["severity"]) for f in gaps] == [("tx", "fail")]

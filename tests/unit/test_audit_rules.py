@@ -269,3 +269,19 @@ def test_a_jdbc_url_is_shown_without_its_credentials() -> None:
     assert shown_url("jdbc:mariadb://u:secret@h:3306/db?password=x") == "jdbc:mariadb://h:3306/db"
     assert shown_url("jdbc:postgresql://u:p@ss@db:5432/x") == "jdbc:postgresql://db:5432/x"
     assert shown_url("jdbc:mysql://h:3306/db") == "jdbc:mysql://h:3306/db"
+
+
+def test_a_topics_settings_explain_its_markers_and_compaction_not_a_loss() -> None:
+    """Issue 79 item 3: gaps of one offset on a transactional topic are commit markers; any
+    gap on a compacted topic is compaction; what is left is a loss."""
+    g = rules.offset_gaps([(0, 3), (5, 8), (11, 15), (17, 20)], [(-5, -2)])
+    assert g["inside"] == [(4, 4), (9, 10), (16, 16)] and g["between_hours"] == (-1, -1)
+    plain, none = rules.expected_gaps(g, False, False)
+    assert plain == g and none == {"transaction_markers": 0, "compacted_offsets": 0}
+    tx, counts = rules.expected_gaps(g, True, False)
+    assert tx["inside"] == [(9, 10)] and tx["between_hours"] is None
+    assert counts == {"transaction_markers": 3, "compacted_offsets": 0}
+    compacted, counts = rules.expected_gaps(g, False, True)
+    assert compacted["inside"] == [] and counts["compacted_offsets"] == 5
+    both, counts = rules.expected_gaps(g, True, True)
+    assert both["inside"] == [] and counts == {"transaction_markers": 3, "compacted_offsets": 2}

@@ -61,7 +61,12 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
         ),
         (("name: shop", "name: Shop-1"), "`name`"),
         (("start: 2026-11-20T00:00:00Z", "start: 2026-11-20T00:30:00Z"), "`start`"),
-        (("topics: [shop_cdc]", "topics: shop_cdc"), "`topics`: must be a list"),
+        (("topics: [shop_cdc]", "topics: shop_cdc"), "`topics`: must list at least one topic"),
+        (
+            ("topics: [shop_cdc]", "topics: [shop_cdc, {name: x, exactly: true}]"),
+            "topics[1] must be",
+        ),
+        (("topics: [shop_cdc]", "topics: [a, a]"), "listed twice"),
         (("shop.orders: {}", "orders: {}"), "`tables.orders`: table names are written db.table"),
         (
             ("{primary_key: [id]}", "{primary_kee: [id]}"),

@@ -191,6 +191,8 @@ def test_the_schema_and_the_loader_take_the_same_keys() -> None:
     assert _props(props["audit"]) == config._AUDIT_KEYS
     assert _props(props["dump"]) == config._DUMP_KEYS
     assert _props(props["snapshot"]) == {"path"}
+    (name, topic) = props["topics"]["items"]["oneOf"]
+    assert name["type"] == "string" and _props(topic) == config._TOPIC_KEYS
     assert props["format"]["enum"] == list(FORMATS)
     assert props["audit"]["properties"]["fail_on"]["items"]["enum"] == list(FINDINGS)
     assert props["write_mode"]["enum"] == list(config.WRITE_MODES)
@@ -206,6 +208,8 @@ def _described(node: Any, where: str = "") -> list[str]:
             missing += _described(sub, f"{where}{name}.")
         if isinstance(node.get("additionalProperties"), dict):
             missing += _described(node["additionalProperties"], f"{where}*.")
+        for i, sub in enumerate(node.get("items", {}).get("oneOf", [])):
+            missing += _described(sub, f"{where}[{i}].")
     return missing
 
 
