@@ -121,6 +121,13 @@ def expire_table(
 ) -> dict[str, Any]:
     table = load_table(cfg, name)
     old, note = _expired_versions(table, name, kept)
+    yours = protected_versions(table)
+    if yours.keys() & set(old):
+        kept_refs = sorted(n for i in set(old) & yours.keys() for n in yours[i])
+        old = [i for i in old if i not in yours]
+        note = "; ".join(
+            filter(None, [note, f"kept the versions your refs {', '.join(kept_refs)} hold"])
+        )
     if old:
         for attempt in range(3):  # a commit may land in between: reload and try again
             try:
@@ -157,6 +164,16 @@ def expire_table(
     }
     if note:
         out["note"] = note
+    return out
+
+
+def protected_versions(table: Any) -> dict[int, list[str]]:
+    """The versions a tag or branch of someone else's names (not `main`, not the `hour-*`
+    tags this project keeps): Iceberg refuses to expire them, and they are not ours to drop."""
+    out: dict[int, list[str]] = {}
+    for ref_name, ref in table.metadata.refs.items():
+        if ref_name != "main" and not ref_name.startswith("hour-"):
+            out.setdefault(ref.snapshot_id, []).append(ref_name)
     return out
 
 

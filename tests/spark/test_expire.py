@@ -165,3 +165,27 @@ def load_manifest_at(cfg: Any, h: int) -> Any:
     import json
 
     return json.loads(cfg.layout.saved_manifest(hour(h)).read_text())
+
+
+def test_expire_keeps_a_version_a_users_tag_or_branch_holds_and_says_so(
+    spark, tmp_path: Path, capsys
+) -> None:
+    """Issue 79 item 9: Iceberg refuses to expire a version a tag or branch names, and expire
+    failed for good on every later run once a user had tagged an old version."""
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    for i in range(4):
+        write_hour(cfg, hour(i), [event(i, "s.a", "insert", None, {"id": 1, "v": f"h{i}"}, T)])
+        merge_hour(spark, cfg, hour(i), buckets=2)
+    table = load_table(cfg, "s.a")
+    by_hour = {
+        s.summary.additional_properties["recon.hour"]: s.snapshot_id for s in table.snapshots()
+    }
+    table.manage_snapshots().create_tag(by_hour[format_hour(hour(0))], "audit-2026").commit()
+    table.manage_snapshots().create_branch(by_hour[format_hour(hour(1))], "fixes").commit()
+    assert main(["expire", "--pipeline", str(cfg.source_file), "--keep-hours", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "kept the versions your refs audit-2026, fixes hold" in out
+    left = {s.snapshot_id for s in load_table(cfg, "s.a").snapshots()}
+    assert by_hour[format_hour(hour(0))] in left and by_hour[format_hour(hour(1))] in left
+    assert by_hour[format_hour(hour(2))] not in left  # the rest expired
+    assert main(["expire", "--pipeline", str(cfg.source_file), "--keep-hours", "1"]) == 0
