@@ -234,6 +234,14 @@ def merged_hours(
     return sorted(set(man["hours"]) | {H}), partial
 
 
+def newest_hour_of(man: Manifest, table: str) -> str | None:
+    """The newest hour merged for `table` (an hour merged for other tables only, by a run
+    limited with `--tables` or since the table's state was reset, is not its)."""
+    partial = man.get("partial_hours", {})
+    mine = [h for h in man["hours"] if h not in partial or table in partial[h]]
+    return mine[-1] if mine else None
+
+
 def copy_manifest(man: Manifest) -> Manifest:
     return copy.deepcopy(man)
 

@@ -65,6 +65,7 @@ from recon.merge.manifest import (
     due_for_compaction,
     load_manifest,
     merged_hours,
+    newest_hour_of,
     save_manifest,
     snapshot_pending,
     state_rows,
@@ -699,6 +700,8 @@ class _HourMerge:
             # every changed key, not only those the state held live: an attempt stopped after
             # its commit may have published keys the state does not hold yet
             replaced=self.written.where(F.col("table") == n) if n in self.mor else None,
+            # what this version holds is the newest merged hour's: hour H's tag stays on H's
+            tag=max(self.H, newest_hour_of(self.man, n) or self.H),
         )
 
     def written_checks(self, n: str) -> tuple[dict[str, int], int]:

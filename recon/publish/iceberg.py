@@ -180,8 +180,11 @@ def publish_table(
     checked: tuple[dict[str, int], int],
     replace_all: bool = False,
     replaced: DataFrame | None = None,
+    tag: str | None = None,
 ) -> PublishResult:
-    """Write the live rows of the touched buckets and commit them in one Iceberg snapshot.
+    """Write the live rows of the touched buckets and commit them in one Iceberg snapshot,
+    tagged `hour-<tag>` (default: the hour of `props`; an earlier hour merged again after
+    later ones publishes what the newest hour now holds, and is tagged as that hour's).
     `attempt`: (run id, hour, attempt) naming the folder this attempt writes (`table_data_run`);
     only files of that folder are committed. `checked`: what the merge counted over the rows
     written (`unfit_value_checks` of `row`): values published as NULL per column, and duplicate keys
@@ -204,9 +207,10 @@ def publish_table(
     added = set(existing) | set(moved.values()) if not created else {f.name for f in arrow_schema}
     missing = [f.name for f in arrow_schema if f.name not in added]
     promoted = _promotions(schema, existing)
+    tag = tag or props["recon.hour"]
     if not touched and not missing and not promoted and not moved and not replace_all:
         sid = _current_id(table)
-        tag_hour(table, props["recon.hour"], sid)
+        tag_hour(table, tag, sid)
         return {"committed": False, "snapshot_id": sid, "files_added": 0, "files_removed": 0}
     out = table_data_run(local_path(table.location()), *attempt)
     new_files = _write_data_files(spark, typed, touched, out)
@@ -215,7 +219,7 @@ def publish_table(
     else:
         files = _replaced_rows(spark, table, (schema, existing), replaced, touched, out / "_del")
     checkpoint("publish:files-written")
-    _commit(table, schema, arrow_schema, (moved, missing, promoted), new_files, files, props)
+    _commit(table, schema, arrow_schema, (moved, missing, promoted), new_files, files, props, tag)
     table = cat.load_table(ident)
     return {
         "committed": True,
@@ -468,6 +472,7 @@ def _commit(
     new_files: list[str],
     files: FileChanges,
     props: dict[str, str],
+    tag: str,
 ) -> None:
     """One snapshot of `files` and the data files `new_files` (the touched buckets' old files
     out and the new ones in, or the new rows in and position deletes of the rows they
@@ -494,7 +499,7 @@ def _commit(
     new_id = tx.table_metadata.current_snapshot_id
     if new_id is not None:
         with ManageSnapshots(tx) as ms:  # the hour's tag moves with it, in the same commit
-            ms.create_tag(new_id, hour_tag(props["recon.hour"]))
+            ms.create_tag(new_id, hour_tag(tag))
     tx.commit_transaction()
 
 

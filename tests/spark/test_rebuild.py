@@ -204,3 +204,31 @@ def test_rollback_restores_the_tables_and_the_state_of_an_hour(spark, tmp_path, 
     # an hour with no saved state: one line pointing at rebuild
     assert main(["rollback", "--pipeline", str(cfg.source_file), "--to-hour", "2025-12-31T23"]) == 2
     assert "recon rebuild --to 2025-12-31T23" in capsys.readouterr().err
+
+
+def test_an_earlier_hour_merged_again_leaves_its_tag_on_its_own_version(
+    spark, tmp_path: Path
+) -> None:
+    """Issue 79 item 9: merging hour 0 again after hour 2 (late data, a cleared run) publishes
+    what the newest hour now holds; it moved tag `hour-...T00` onto that content, so a reader
+    time-travelling to hour 0 by its tag saw hour 2's rows. The new version is hour 2's now
+    (its tag moves), and hour 0's tag stays on hour 0's version."""
+    t = {"id": "int32", "v": "string"}
+    cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}})
+    evs = {i: [event(i, "s.a", "insert", None, {"id": i, "v": f"h{i}"}, t)] for i in range(3)}
+    for i in range(3):
+        write_hour(cfg, H0 + timedelta(hours=i), evs[i])
+        merge_hour(spark, cfg, H0 + timedelta(hours=i), buckets=2)
+    table = load_table(cfg, "s.a")
+    tags = {n: r.snapshot_id for n, r in table.refs().items() if n.startswith("hour-")}
+    late = [*evs[0], event(9, "s.a", "insert", None, {"id": 9, "v": "late"}, t)]
+    write_hour(cfg, H0, late)
+    merge_hour(spark, cfg, H0, buckets=2)
+    table = load_table(cfg, "s.a")
+    now = {n: r.snapshot_id for n, r in table.refs().items() if n.startswith("hour-")}
+    h0, h2 = f"hour-{format_hour(H0)}", f"hour-{format_hour(H0 + timedelta(hours=2))}"
+    assert now[h0] == tags[h0]  # hour 0's own version, as rollback and --as-of-hour read it
+    assert now[h2] == table.current_snapshot().snapshot_id != tags[h2]
+    rows = table.scan(snapshot_id=now[h0]).to_arrow().column("id").to_pylist()
+    assert sorted(rows) == [0]
+    assert sorted(r["id"] for r in export_rows(cfg, "s.a")) == [0, 1, 2, 9]
