@@ -60,6 +60,17 @@ def dump_bytes(
     return sum(f.stat().st_size for f in dump_files(raw_path, list(topics), list(hours), dump))
 
 
+_SPARK_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
+"""The characters Spark's partitioned writes escape in a folder's value (its
+`ExternalCatalogUtils.escapePathName`)."""
+
+
+def partition_folder(column: str, value: str) -> str:
+    """`column=value` as Spark names the folder of a partitioned write: each character of
+    `_SPARK_ESCAPED` as `%XX` (`_t=s.a=b` is `_t=s.a%3Db`)."""
+    return f"{column}=" + "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPED else c for c in value)
+
+
 def pipelines_dir() -> Path:
     """The folder of pipeline YAMLs the DAGs and the UI read (`RECON_PIPELINES_DIR`)."""
     return Path(os.environ.get("RECON_PIPELINES_DIR", PROJECT_ROOT / "pipelines"))

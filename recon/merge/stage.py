@@ -36,6 +36,7 @@ from recon.layout import (
     has_parquet,
     hour_text,
     new_attempt,
+    partition_folder,
     read_json,
     write_json_atomic,
 )
@@ -638,7 +639,7 @@ class _HourMerge:
         for b in sorted(self.touched[n]):
             st = self.bstats.get((n, b))
             prev = entry["files"].get(str(b))
-            path = str((run_dir / f"_t={n}" / f"_b={b}").relative_to(base))
+            path = str((run_dir / partition_folder("_t", n) / f"_b={b}").relative_to(base))
             if n in self.mor and prev is not None:
                 if st is not None:  # else nothing changed: every change stale or already in
                     entry["files"][str(b)] = self.with_delta(prev, path, st)

@@ -22,6 +22,7 @@ from recon.config import PipelineConfig
 from recon.core.schema import DECIMAL_RE, TableSchema
 from recon.decode.stage import raw_records_at
 from recon.decode.value_classes import ALL
+from recon.layout import partition_folder
 from recon.publish.iceberg import cast_type, unfit_value_checks
 from recon.spark.session import job_named
 
@@ -129,7 +130,7 @@ def write_unfit_quarantine(
     replacing what an earlier merge of the hour wrote for the tables merged now."""
     out = cfg.layout.merge_quarantine(hour)
     for n in names:
-        shutil.rmtree(out / f"table={n}", ignore_errors=True)
+        shutil.rmtree(out / partition_folder("table", n), ignore_errors=True)
     if not any_unfit:
         return
     bad = flagged.where(F.size(UNFIT) > 0).select(
