@@ -18,6 +18,7 @@ import yaml
 from recon.audit.rules import FINDINGS
 from recon.core.ddl import parse_create_table
 from recon.core.sqlddl import TableDef
+from recon.decode.limits import MAX_RECORD_BYTES, MAX_VALUE_BYTES
 from recon.errors import ConfigError
 from recon.formats import FORMATS, Format
 from recon.layout import Layout
@@ -50,6 +51,7 @@ _TOP_KEYS = {
     "retention_hours",
     "write_mode",
     "dump",
+    "max_record_bytes",
 }
 WRITE_MODES = ("copy-on-write", "merge-on-read")
 DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and publish")
@@ -127,6 +129,8 @@ class PipelineConfig:
     # (merge-on-read, the default), or the buckets always rewritten (copy-on-write, for
     # readers that apply no Iceberg v2 deletes) (`recon.merge.stage`)
     write_mode: str = DEFAULT_WRITE_MODE
+    max_record_bytes: int = MAX_RECORD_BYTES
+    """A record whose value is larger is quarantined unread (its bytes kept)."""
     topic_options: dict[str, TopicOptions] = field(default_factory=dict)
     """Topics given as a mapping with `transactional:` or `compacted:` (`_topics`)."""
     dump: DumpConfig = SPARK_KAFKA_DUMP  # the raw dumps' layout (`recon.rawdumps`)
@@ -471,6 +475,13 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         raise _fail(
             path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
         )
+    max_bytes = data.get("max_record_bytes", MAX_RECORD_BYTES)
+    if not _whole(max_bytes) or not 1 <= max_bytes <= MAX_VALUE_BYTES:
+        raise _fail(
+            path,
+            "max_record_bytes",
+            f"must be a whole number of bytes from 1 to {MAX_VALUE_BYTES} (default {MAX_RECORD_BYTES})",
+        )
     write_mode = data.get("write_mode", DEFAULT_WRITE_MODE)
     if write_mode not in WRITE_MODES:
         raise _fail(
@@ -478,6 +489,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         )
     return PipelineConfig(
         dump=_dump(path, data.get("dump")),
+        max_record_bytes=max_bytes,
         write_mode=write_mode,
         catalog=catalog,
         buckets=buckets,

@@ -19,6 +19,7 @@ import orjson
 
 from recon.core.model import Event, RawRecord
 from recon.core.sqlddl import TableDef
+from recon.decode.limits import MAX_RECORD_BYTES
 from recon.decode.stats import Stat, quarantined_because
 from recon.errors import DecodeError, shortened
 
@@ -43,6 +44,8 @@ class DecodeContext:
 
     tables: dict[str, TableDef] = field(default_factory=dict)  # "db.table" -> definition
     primary_keys: dict[str, list[str]] = field(default_factory=dict)  # "db.table" -> pk (config)
+    max_record_bytes: int = MAX_RECORD_BYTES
+    """A record whose value is larger is quarantined unread (`max_record_bytes` in the config)."""
 
 
 @dataclass

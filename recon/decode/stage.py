@@ -562,6 +562,7 @@ def _decode_to_staging(
     ctx = DecodeContext(
         tables=table_defs_before(cfg, hour),
         primary_keys={n: list(t.primary_key) for n, t in cfg.tables.items() if t.primary_key},
+        max_record_bytes=cfg.max_record_bytes,
     )
     fmt, out = cfg.format, str(staging)
     if COPY_INPUT:

@@ -29,6 +29,9 @@ from recon.formats import FORMAT_SPECS, load_object
 
 _RAW_NAMES = ("topic", "partition", "offset", "key", "value", "ts_ms", "headers", "carried", "skip")
 _FLUSH_ROWS = 20_000
+_FLUSH_BYTES = 256 << 20
+"""Record value bytes fed between two drains at most (an Arrow string or binary column holds
+2 GiB: rows of big values drain before they fill it), unless one record alone is larger."""
 _DDL_FIELDS = ("db", "tbl", "op", "ddl", "order_key", "gtid")
 
 
@@ -324,6 +327,8 @@ class _StreamDriver:
         # counter update per record and per counter cost ~5% of a JSON decode)
         self.n_in = self.n_carried_in = self.n_consumed = 0
         self.ended: set[tuple[str, int]] = set()
+        self.pending_bytes = 0
+        """Record value bytes fed since the last drain."""
 
     def _enter(self, key: tuple[str, int]) -> None:
         """The stream of `key` goes on, or begins: the decoder (and lane) of its own."""
@@ -343,6 +348,21 @@ class _StreamDriver:
         """The rows waiting for the next `drain`."""
         return len(self.sink.events) + len(self.sink.quarantine) + len(self.lane_rows)
 
+    def full(self) -> bool:
+        """Time to drain: a batch's rows, or its bytes."""
+        return self.pending() >= _FLUSH_ROWS or self.pending_bytes >= _FLUSH_BYTES
+
+    def _loop_end(self, sizes: np.ndarray, run_start: int, i: int, end: int) -> int:
+        """Where the lane's record loop may read to from `i`: before the next record too large
+        to decode (`feed` quarantines it), and within the bytes a batch holds (one record at
+        least)."""
+        rel = sizes[i - run_start : end - run_start]
+        big = np.flatnonzero(rel > self.ctx.max_record_bytes)
+        upto = end if not len(big) else i + int(big[0])
+        room = _FLUSH_BYTES - self.pending_bytes
+        fit = int(np.searchsorted(np.cumsum(rel[: upto - i]), room, side="right"))
+        return i + fit if fit else min(upto, i + 1)
+
     def feed_run(self, run: RawRun) -> Iterator[pa.RecordBatch]:
         """Feed a run of one partition's records (`RawRun`): what the lane's record loop
         (`Lane.run`) takes in one call, the rest one by one (`feed`); drained batches yielded
@@ -351,23 +371,26 @@ class _StreamDriver:
         if i >= end:
             return
         key = (cols[0][i], cols[1][i])
+        sizes = value_sizes(cols[4], i, end) if self.lane_class is not None else None
         while i < end:
             self._enter(key)
             lane = self.lane
-            if lane is not None:
-                stop, consumed = lane.run(cols, i, end, _FLUSH_ROWS - self.pending())
+            if lane is not None and sizes is not None:
+                upto = self._loop_end(sizes, run.start, i, end)
+                stop, consumed = lane.run(cols, i, upto, _FLUSH_ROWS - self.pending())
                 # drained where `decode_raw` drains records fed one by one: after the one that
                 # fills the batch (a stream's end, in `_enter`, only adds to it)
                 if stop > i:
                     self.n_in += stop - i
                     self.n_consumed += consumed
+                    self.pending_bytes += int(sizes[i - run.start : stop - run.start].sum())
                     i = stop
-                    if self.pending() >= _FLUSH_ROWS:
+                    if self.full():
                         yield from self.drain()
             if i < end:  # the record the loop left (a lane without one: every record)
                 self.feed(run.record(i))
                 i += 1
-                if self.pending() >= _FLUSH_ROWS:
+                if self.full():
                     yield from self.drain()
 
     def feed(self, rec: RawRecord) -> None:
@@ -376,6 +399,11 @@ class _StreamDriver:
             self.n_carried_in += 1
         else:
             self.n_in += 1
+        size = len(rec.value) if rec.value is not None else 0
+        self.pending_bytes += size
+        if size > self.ctx.max_record_bytes:
+            self._too_large(rec, size)
+            return
         lane = self.lane
         if lane is not None:
             used = lane.take(rec)
@@ -386,6 +414,19 @@ class _StreamDriver:
             if held is not None:
                 self._decode(held)
         self._decode(rec)
+
+    def _too_large(self, rec: RawRecord, size: int) -> None:
+        """A record too large to decode: quarantined unread, with its bytes (what the lane
+        held before it goes to the decoder first, as for any record the lane does not take)."""
+        held = self.lane.release() if self.lane is not None else None
+        if held is not None:
+            self._decode(held)
+        self.sink.bad(
+            rec,
+            f"record too large: {size} bytes, over max_record_bytes "
+            f"({self.ctx.max_record_bytes}); raise it in the pipeline config to decode it",
+        )
+        self._count_consumed(rec)
 
     def _decode(self, rec: RawRecord) -> None:
         assert self.dec is not None
@@ -471,6 +512,7 @@ class _StreamDriver:
         self.dec = None
 
     def drain(self) -> list[pa.RecordBatch]:
+        self.pending_bytes = 0
         return _drain(self.sink, self.carry, self.lane_rows, self.shapes)
 
     def stat_rows(self) -> list[dict[str, object]]:
@@ -546,6 +588,19 @@ def record_at(cols: Sequence[Sequence[Any]], i: int) -> RawRecord:
     """The raw record of row `i` of columns in RawRecord's field order (`raw_columns`)."""
     topic, part, offset, key, value, ts_ms, headers, carried, skip = (c[i] for c in cols)
     return RawRecord(topic, part, offset, key, value, ts_ms, headers, bool(carried), skip or 0)
+
+
+def value_sizes(values: Sequence[bytes | None], start: int, end: int) -> np.ndarray:
+    """The byte sizes of `values[start:end]` (0 for a NULL), from an Arrow array's offsets
+    where the column is one (`BinaryRows`)."""
+    if isinstance(values, BinaryRows):
+        offsets = np.frombuffer(values.native[0], np.int32)[values.array.offset :]
+        lens = np.diff(offsets[: len(values.array) + 1]).astype(np.int64)
+        rows = values.rows[start:end] if values.rows is not None else slice(start, end)
+        return lens[rows]
+    return np.fromiter(
+        (len(v) if v is not None else 0 for v in values[start:end]), np.int64, end - start
+    )
 
 
 class RawRun:
@@ -645,14 +700,13 @@ def decode_raw(
     summary; `lanes`: with the decoders' fast lanes (`recon.decode.lane`; without, for tests:
     the same output)."""
     driver = _StreamDriver(fmt, ctx, shapes, lanes)
-    sink, lane_rows = driver.sink, driver.lane_rows
     with _fewer_collections():
         for rec in records:
             if type(rec) is RawRun:
                 yield from driver.feed_run(rec)
                 continue
             driver.feed(rec)  # type: ignore[arg-type]
-            if len(sink.events) + len(sink.quarantine) + len(lane_rows) >= _FLUSH_ROWS:
+            if driver.full():
                 yield from driver.drain()
         driver.finish()
         yield from driver.drain()
