@@ -53,6 +53,7 @@ _TOP_KEYS = {
     "dump",
     "max_record_bytes",
 }
+_REQUIRED = ("name", "format", "raw_path", "topics", "warehouse", "start", "tables")
 WRITE_MODES = ("copy-on-write", "merge-on-read")
 DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and publish")
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
@@ -453,7 +454,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
     if unknown:
         k = sorted(unknown)[0]
         raise _fail(path, k, f"unknown key; valid keys are {', '.join(sorted(_TOP_KEYS))}")
-    for k in ("name", "format", "raw_path", "topics", "warehouse", "start", "tables"):
+    for k in _REQUIRED:
         if k not in data:
             raise _fail(
                 path,

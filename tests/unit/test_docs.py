@@ -178,15 +178,7 @@ def _props(node: dict[str, Any]) -> set[str]:
 def test_the_schema_and_the_loader_take_the_same_keys() -> None:
     props = SCHEMA["properties"]
     assert _props(SCHEMA) == config._TOP_KEYS
-    assert set(SCHEMA["required"]) == {
-        "name",
-        "format",
-        "raw_path",
-        "topics",
-        "warehouse",
-        "start",
-        "tables",
-    }
+    assert set(SCHEMA["required"]) == set(config._REQUIRED)
     assert _props(props["tables"]["additionalProperties"]) == config._TABLE_KEYS
     assert _props(props["audit"]) == config._AUDIT_KEYS
     assert _props(props["dump"]) == config._DUMP_KEYS
