@@ -87,6 +87,8 @@ def _print_topic(t: TopicInfo, title: str) -> None:
         ops = ", ".join(f"{op} {n}" for op, n in sorted(tab.changes.items()))
         key = f"key ({', '.join(tab.key)})" if tab.key else "no key stated"
         print(f"  table {name}: {ops}; {key}")
+    for bad in t.unreadable[:5]:
+        print(f"  unreadable file: {bad}")
     for reason, n in t.reasons.most_common(3):
         print(f"  quarantined in the sample ({n}): {reason}")
     for e in t.events:

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from recon.core.model import Event, RawRecord
 from recon.decode.base import DecodeContext, Sink, StreamDecoder
-from recon.decode.connect_input import ConnectFileError, file_values
+from recon.decode.connect_input import ConnectFileError, avro_records, file_values
 from recon.errors import ReconError
 from recon.formats import FORMAT_SPECS, FORMATS, load_object
 from recon.rawdumps import (
@@ -80,6 +80,8 @@ class TopicInfo:
     """The sample's quarantine reasons in the format found."""
     unnamed: list[str] = field(default_factory=list)
     """Tables whose messages name no columns (the config must: `columns:` or `ddl:`)."""
+    unreadable: list[str] = field(default_factory=list)
+    """Files of the sample that could not be read, each with why."""
 
 
 @dataclass
@@ -266,6 +268,9 @@ def partition_counts(files: list[Path], topic: str, into: dict[int, PartitionInf
 
 
 def _connect_count(f: Path) -> int:
+    """Records in a connector file: an Avro file's block counts, else its values counted."""
+    if f.name.endswith(".avro"):
+        return avro_records(f, 1 << 62)
     try:
         return sum(1 for _ in file_values(f, _CONNECT))
     except ConnectFileError:
@@ -327,7 +332,7 @@ def inspect_raw(path: Path, hours: int = SAMPLE_HOURS) -> RawInfo:
         for h in newest:
             partition_counts(found[h], topic, info.partitions)
         if newest:
-            records = _sample_hour(found[newest[-1]], topic)
+            records = _sample_hour(found[newest[-1]], topic, info.unreadable)
             tried = try_formats(records)
             best = max(tried, key=lambda f: (tried[f][0] - tried[f][1], -FORMATS.index(f)))
             info.tried = {f: (u, b) for f, (u, b, _) in tried.items()}
@@ -338,13 +343,17 @@ def inspect_raw(path: Path, hours: int = SAMPLE_HOURS) -> RawInfo:
     return RawInfo(raw, dump, infos)
 
 
-def _sample_hour(files: list[Path], topic: str) -> list[RawRecord]:
+def _sample_hour(files: list[Path], topic: str, unreadable: list[str]) -> list[RawRecord]:
+    """The first records of each file; a file that cannot be read is named in `unreadable`
+    with why (the decode would stop on it, or quarantine its lines)."""
     out: list[RawRecord] = []
     for f in files:
         try:
             out.extend(sample_records(f, topic))
-        except (ConnectFileError, OSError, ValueError):
-            continue
+        except ConnectFileError as err:
+            unreadable.append(str(err))
+        except (OSError, ValueError) as err:
+            unreadable.append(f"{f}: {err}")
     return out
 
 

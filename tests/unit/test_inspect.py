@@ -101,3 +101,25 @@ def test_inspect_prints_a_file_and_a_snapshot(
     out = capsys.readouterr().out
     rows = (demo / "snapshot" / "shop.orders" / "part-00000.jsonl").read_text().count("\n")
     assert f"table shop.orders: {rows} rows" in out and "gtid_set" in out
+
+
+def test_inspect_names_a_file_it_cannot_read(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+    import shutil
+
+    import fastavro
+
+    raw = tmp_path / "raw"
+    shutil.copytree(demo / "connect" / "demo_canal_json", raw / "demo_canal_json")
+    hour = sorted((raw / "demo_canal_json").rglob("hour=*"))[-1]
+    buf = io.BytesIO()
+    fastavro.writer(
+        buf, {"type": "record", "name": "V", "fields": [{"name": "a", "type": "int"}]}, [{"a": 1}]
+    )
+    (hour / "demo_canal_json+0+0000099999.avro").write_bytes(buf.getvalue())
+    assert main(["inspect", str(raw)]) == 0
+    out = capsys.readouterr().out
+    assert "unreadable file:" in out and "0000099999.avro: its value schema is" in out
+    assert "format: canal_json" in out  # the other files still tell the format
