@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -120,11 +121,12 @@ def convert(src: Path, dst: Path, topic: str, hour: datetime, dump: DumpConfig) 
     if found is None:  # pragma: no cover - listed by `connect_name` already
         raise ConnectFileError(f"{src}: not named <topic>+<partition>+<offset>.<ext>")
     partition, start, _ = found
-    ts = pa.scalar(int(hour.timestamp() * 1000), pa.timestamp("ms", tz="UTC"))
+    ms = int(hour.timestamp() * 1000)
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with pq.ParquetWriter(tmp, KAFKA_PARQUET_SCHEMA) as w:
+    f = KAFKA_PARQUET_SCHEMA.field
+    try:  # a copy read once or twice and then kept for the quarantine's look-ups: no codec
+        with pq.ParquetWriter(tmp, KAFKA_PARQUET_SCHEMA, compression="none") as w:
             for i, values in enumerate(_batches(file_values(src, dump))):
                 n = len(values)
                 first = start + i * _BATCH
@@ -133,12 +135,12 @@ def convert(src: Path, dst: Path, topic: str, hour: datetime, dump: DumpConfig) 
                         [
                             pa.nulls(n, pa.binary()),
                             pa.array(values, pa.binary()),
-                            pa.array([topic] * n, pa.string()),
-                            pa.array([partition] * n, pa.int32()),
-                            pa.array(range(first, first + n), pa.int64()),
-                            pa.array([ts] * n, ts.type),
+                            pa.repeat(pa.scalar(topic, pa.string()), n),
+                            pa.repeat(pa.scalar(partition, pa.int32()), n),
+                            pa.array(np.arange(first, first + n, dtype=np.int64)),
+                            pa.repeat(pa.scalar(ms, f("timestamp").type), n),
                             pa.nulls(n, pa.int32()),
-                            pa.nulls(n, KAFKA_PARQUET_SCHEMA.field("headers").type),
+                            pa.nulls(n, f("headers").type),
                         ],
                         schema=KAFKA_PARQUET_SCHEMA,
                     )

@@ -238,3 +238,15 @@ def test_expire_deletes_the_connect_copies_of_hours_before_the_window(tmp_path: 
         "hour=2026-11-20T01",
         "hour=2026-11-20T02",
     ]
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard", "bzip2", "xz"])
+def test_avro_files_of_every_codec_the_connector_writes_are_read(
+    tmp_path: Path, codec: str
+) -> None:
+    """The connector's `avro.codec`: null, deflate, snappy, bzip2, xz, zstandard."""
+    values = [b'{"a":1}', None, bytes(range(256)) * 50]
+    buf = io.BytesIO()
+    fastavro.writer(buf, ["null", "bytes"], values, codec=codec)
+    f = _touch(tmp_path, "t+0+0000000000.avro", buf.getvalue())
+    assert list(file_values(f, CONNECT)) == values
