@@ -23,9 +23,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from recon.audit.report import load_report, with_findings, write_report
+from recon.audit.report import AuditReport, load_report, with_findings, write_report
 from recon.audit.rules import finding
 from recon.config import PipelineConfig
+from recon.core.watermark import watermark_from_doc
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import has_parquet
@@ -159,16 +160,50 @@ def _source_jdbc(
     db, tbl = name.split(".", 1)
     point: dict[str, Any] = {"kind": "jdbc", "url": shown_url(url)}
     try:
-        pos = reader().option("query", "SELECT @@gtid_binlog_pos AS g").load().first()
-        point["gtid_set"] = pos["g"] if pos else None
-    except Exception:  # noqa: BLE001 - MySQL has no such variable; the point stays unknown
-        point["gtid_set"] = None
-    try:
-        df = reader().option("dbtable", f"`{db}`.`{tbl}`").load()
+        if url.startswith("jdbc:mariadb:"):
+            # the rows of one consistent snapshot, each carrying the snapshot's binlog position
+            # as a GTID position (MariaDB: START TRANSACTION WITH CONSISTENT SNAPSHOT), read
+            # once and kept: every comparison below reads the same rows at the same point
+            df = (
+                reader()
+                .option("sessionInitStatement", "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                .option("query", _SNAPSHOT_QUERY.format(db=db, tbl=tbl))
+                .load()
+                .localCheckpoint(eager=True)
+            )
+            first = df.select(_POS).limit(1).collect()
+            point["gtid_set"] = first[0][0] if first else _gtid_pos(reader)
+            point["consistent"] = True
+            return df.drop(_POS), point
+        point["gtid_set"] = _gtid_pos(reader)
+        df = reader().option("dbtable", f"`{db}`.`{tbl}`").load().localCheckpoint(eager=True)
     except Exception as err:  # noqa: BLE001 - any driver error is the user's to fix
-        first = str(err).strip().splitlines()[0][:300]
-        raise ReconError(f"cannot read {name} over JDBC ({shown_url(url)}): {first}") from None
+        first_line = str(err).strip().splitlines()[0][:300]
+        raise ReconError(f"cannot read {name} over JDBC ({shown_url(url)}): {first_line}") from None
     return df, point
+
+
+_POS = "__recon_pos"
+_STATUS = (
+    "(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = '{}')"
+)
+_SNAPSHOT_QUERY = (
+    "SELECT t.*, BINLOG_GTID_POS("
+    + _STATUS.format("BINLOG_SNAPSHOT_FILE")
+    + ", "
+    + _STATUS.format("BINLOG_SNAPSHOT_POSITION")
+    + f") AS `{_POS}` FROM `{{db}}`.`{{tbl}}` t"
+)
+"""A MariaDB table's rows with the position of the snapshot they are read in."""
+
+
+def _gtid_pos(reader: Any) -> str | None:
+    """The server's GTID position now (MariaDB; None where it has no such variable)."""
+    try:
+        pos = reader().option("query", "SELECT @@gtid_binlog_pos AS g").load().first()
+    except Exception:  # noqa: BLE001 - MySQL has no such variable; the point stays unknown
+        return None
+    return pos["g"] if pos else None
 
 
 def _in_flight(
@@ -267,7 +302,59 @@ def reconcile_table(
             diffs = _multiset_diffs(td, sd)
         _count_and_sample(diffs, result)
     result["mismatches"] = result["missing"] + result["extra"] + result["different"]
+    ahead = _source_ahead(spark, cfg, point.get("gtid_set")) if result["mismatches"] else None
+    if ahead is not None:
+        # the source holds changes the stream has not been decoded through: a difference may
+        # be one of them, so none is called a mismatch until the hours through it are decoded
+        result["pending"], result["mismatches"] = result["mismatches"], 0
+        result["source_ahead"] = ahead
     return result
+
+
+def _source_ahead(spark: SparkSession, cfg: PipelineConfig, gtid_set: str | None) -> dict | None:
+    """Where the source's GTID position passes the newest transaction decoded so far (per
+    server UUID / MariaDB domain): {"source": ..., "decoded": ...}; None when the decoded
+    stream reaches it (or either is unknown)."""
+    if not gtid_set:
+        return None
+    try:
+        wm = watermark_from_doc({"gtid_set": gtid_set}, "the source's position")
+    except ReconError:
+        return None
+    decoded = _decoded_gtid_max(spark, cfg)
+    behind = {str(d): (seq, decoded.get(str(d), 0)) for d, seq in wm.mariadb.items()} | {
+        u: (max(hi for _, hi in ivs), decoded.get(u.lower(), 0)) for u, ivs in wm.mysql.items()
+    }
+    late = {k: v for k, v in behind.items() if v[0] > v[1]}
+    if not late:
+        return None
+    return {
+        "source": gtid_set,
+        "decoded": {k: n for k, (_, n) in sorted(late.items())},
+        "needed": {k: n for k, (n, _) in sorted(late.items())},
+    }
+
+
+def _decoded_gtid_max(spark: SparkSession, cfg: PipelineConfig) -> dict[str, int]:
+    """The newest transaction number decoded per MariaDB domain (`d-s-n`: key `d`) or MySQL
+    source (`uuid[:tag]:n`: key `uuid[:tag]`, lower case), over every decoded hour."""
+    root = cfg.layout.state / "events"
+    dirs = sorted(d for d in root.glob("hour=*") if has_parquet(d)) if root.is_dir() else []
+    if not dirs:
+        return {}
+    g = F.col("gtid")
+    mariadb = g.rlike(r"^[0-9]+-[0-9]+-[0-9]+$")
+    key = F.when(mariadb, F.split(g, "-")[0]).otherwise(
+        F.lower(F.regexp_extract(g, "^(.*):[^:]*$", 1))
+    )
+    num = F.when(mariadb, F.split(g, "-")[2]).otherwise(F.regexp_extract(g, ":([0-9]+)$", 1))
+    ev = spark.read.parquet(*[str(d) for d in dirs]).where(g.isNotNull())
+    rows = (
+        ev.select(key.alias("k"), num.cast("decimal(20,0)").alias("n"))
+        .groupBy("k")
+        .agg(F.max("n").alias("n"))
+    )
+    return {str(r["k"]): int(r["n"]) for r in rows.collect() if r["k"] and r["n"] is not None}
 
 
 def _bucket_sums(df: DataFrame) -> dict[int, tuple[int, int]]:
@@ -341,6 +428,13 @@ def attach_to_report(cfg: PipelineConfig, result: dict[str, Any]) -> Path | None
     if not cfg.layout.report(hour).is_file():
         return None
     report = load_report(cfg, hour)
+    add_reconcile(report, result)
+    return write_report(cfg, hour, report)
+
+
+def add_reconcile(report: AuditReport, result: dict[str, Any]) -> None:
+    """The comparison in the hour's report, and its finding (the verdict decided again): what
+    `recon reconcile` adds, and what a later audit of the hour keeps."""
     rec = report.get("reconcile") or {}
     rec[result["table"]] = result
     report["reconcile"] = rec
@@ -356,4 +450,3 @@ def attach_to_report(cfg: PipelineConfig, result: dict[str, Any]) -> Path | None
             )
         )
     with_findings(report, "reconcile_mismatch", result["table"], new)
-    return write_report(cfg, hour, report)

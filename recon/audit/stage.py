@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 from contextlib import nullcontext
 from datetime import datetime
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from recon.audit.facts import read_facts
+from recon.audit.reconcile import add_reconcile
 from recon.audit.report import AuditReport, build_report, validate, write_report
 from recon.audit.table import append_audit_table
 from recon.config import PipelineConfig
@@ -33,12 +35,21 @@ def audit_hour(
         facts = read_facts(spark, cfg, hour)
     report = build_report(facts, cfg, hour, run_id)
     report["audited_by"] = audited_by or report["run_id"]
+    for result in _earlier_reconciles(cfg, hour):  # a comparison made stays with its hour
+        add_reconcile(report, result)
     validate(report)
     write_report(cfg, hour, report)
     append_audit_table(cfg, report)
     (cfg.layout.audit(hour) / "failed.json").unlink(missing_ok=True)  # the hour ran to the end
     log.info("%s %s: audit verdict %s", cfg.name, report["hour"], report["verdict"])
     return report
+
+
+def _earlier_reconciles(cfg: PipelineConfig, hour: datetime) -> list[dict[str, Any]]:
+    """The `recon reconcile` results the hour's report held (`reconcile-<table>.json`)."""
+    folder = cfg.layout.audit(hour)
+    found = sorted(folder.glob("reconcile-*.json")) if folder.is_dir() else []
+    return [read_json(f) for f in found if f.stem.removeprefix("reconcile-") in cfg.tables]
 
 
 def _hour_records(cfg: PipelineConfig, hour: datetime) -> int:

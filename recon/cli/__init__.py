@@ -449,6 +449,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from recon.audit.reconcile import attach_to_report, reconcile_table
+    from recon.ops.lock import pipeline_lock
     from recon.spark.session import get_spark
 
     cfg = load_config(args.pipeline)
@@ -470,17 +471,20 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         as_of_hour=args.as_of_hour,
         buckets=args.buckets,
     )
-    folder = attach_to_report(cfg, res)
+    with pipeline_lock(cfg, "recon reconcile"):  # the hour's report, as its audit writes it
+        folder = attach_to_report(cfg, res)
+        if folder is not None:
+            write_json_atomic(folder / f"reconcile-{args.table}.json", res)
     _print_reconcile(args.table, res)
     if folder is not None:
         out = folder / f"reconcile-{args.table}.json"
-        write_json_atomic(out, res)
         print(f"  report: {folder / 'report.html'} (reconcile section), {out}")
     return 1 if res["mismatches"] else 0
 
 
 def _print_reconcile(table: str, res: dict[str, object]) -> None:
-    verdict = "MISMATCH" if res["mismatches"] else "MATCH"
+    ahead: dict[str, object] | None = res.get("source_ahead")  # type: ignore[assignment]
+    verdict = "MISMATCH" if res["mismatches"] else ("PENDING" if ahead else "MATCH")
     print(
         f"{table} (version of hour {res['published_hour']}) vs "
         f"{res['source']['kind']}: "  # type: ignore[index]
@@ -489,6 +493,12 @@ def _print_reconcile(table: str, res: dict[str, object]) -> None:
         f"{res['missing']}, extra {res['extra']}, different {res['different']}, in flight "
         f"{res['in_flight']}"
     )
+    if ahead:
+        print(
+            f"  the source was read at {ahead['source']}, past the stream decoded so far "
+            f"({ahead['decoded']}): {res['pending']} differing rows are not judged; compare "
+            "again once the hours through that position are decoded"
+        )
     samples: dict[str, list[dict[str, object]]] = res["samples"]  # type: ignore[assignment]
     for kind in ("missing", "extra", "different"):
         for smp in samples[kind]:
