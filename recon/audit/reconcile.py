@@ -255,19 +255,14 @@ def reconcile_table(
     as_of_hour: str | None = None,
     buckets: int = 64,
 ) -> dict[str, Any]:
-    if name not in cfg.tables:
-        raise ReconError(
-            f"{name} is not a table of pipeline {cfg.name}; use one of {', '.join(cfg.tables)}"
-        )
-    if (snapshot is None) == (jdbc is None):
-        raise ReconError("give exactly one source: --snapshot DIR or --jdbc URL")
+    _check_source(cfg, name, snapshot, jdbc)
     hour = format_hour(parse_hour(as_of_hour, "--as-of-hour")) if as_of_hour else None
     pub = _published(spark, cfg, name, hour)
-    if snapshot is not None:
-        src_df, point = _source_snapshot(spark, snapshot, name)
-    else:
-        assert jdbc is not None
-        src_df, point = _source_jdbc(spark, jdbc, name, user, password)
+    src_df, point = (
+        _source_snapshot(spark, snapshot, name)
+        if snapshot is not None
+        else _source_jdbc(spark, str(jdbc), name, user, password)
+    )
     wm = point.pop("_wm", None)
     cols, pk = pub["cols"], pub["pk"]
     t = _canonical(pub["df"], cols, pk, pub["logical"])
@@ -302,13 +297,29 @@ def reconcile_table(
             diffs = _multiset_diffs(td, sd)
         _count_and_sample(diffs, result)
     result["mismatches"] = result["missing"] + result["extra"] + result["different"]
+    _judge_pending(spark, cfg, point, result)
+    return result
+
+
+def _check_source(cfg: PipelineConfig, name: str, snapshot: Path | None, jdbc: str | None) -> None:
+    if name not in cfg.tables:
+        raise ReconError(
+            f"{name} is not a table of pipeline {cfg.name}; use one of {', '.join(cfg.tables)}"
+        )
+    if (snapshot is None) == (jdbc is None):
+        raise ReconError("give exactly one source: --snapshot DIR or --jdbc URL")
+
+
+def _judge_pending(
+    spark: SparkSession, cfg: PipelineConfig, point: dict[str, Any], result: dict[str, Any]
+) -> None:
+    """Differences with a source read past the stream decoded so far are pending: the source
+    holds changes the stream has not delivered yet, and a difference may be one of them, so
+    none is called a mismatch until the hours through its position are decoded."""
     ahead = _source_ahead(spark, cfg, point.get("gtid_set")) if result["mismatches"] else None
     if ahead is not None:
-        # the source holds changes the stream has not been decoded through: a difference may
-        # be one of them, so none is called a mismatch until the hours through it are decoded
         result["pending"], result["mismatches"] = result["mismatches"], 0
         result["source_ahead"] = ahead
-    return result
 
 
 def _source_ahead(spark: SparkSession, cfg: PipelineConfig, gtid_set: str | None) -> dict | None:

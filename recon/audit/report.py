@@ -47,15 +47,13 @@ class AuditReport(TypedDict):
     reconcile: dict[str, Any] | None
 
 
-def build_report(
-    facts: HourFacts, cfg: PipelineConfig, hour: datetime, run_id: str | None = None
-) -> AuditReport:
-    """The hour's report: the rules applied to the facts, and the verdict."""
-    dec, mer = facts.dec, facts.mer
-    end = hour + timedelta(hours=1)
+def _partitions(
+    facts: HourFacts, cfg: PipelineConfig
+) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Each partition's input row, and its offset and duplicate findings."""
+    rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
-    partitions = []
-    for p in dec.get("partitions", []):
+    for p in facts.dec.get("partitions", []):
         key = (p["topic"], int(p["partition"]))
         gaps = (
             rules.offset_gaps(facts.runs[key], facts.earlier_runs.get(key, []))
@@ -69,8 +67,18 @@ def build_report(
         row, found = rules.partition_report(
             p, gaps, facts.resets_acknowledged.get(key), expected if opts else None
         )
-        partitions.append(row)
+        rows.append(row)
         findings += found
+    return rows, findings
+
+
+def build_report(
+    facts: HourFacts, cfg: PipelineConfig, hour: datetime, run_id: str | None = None
+) -> AuditReport:
+    """The hour's report: the rules applied to the facts, and the verdict."""
+    dec, mer = facts.dec, facts.mer
+    end = hour + timedelta(hours=1)
+    partitions, findings = _partitions(facts, cfg)
     findings += rules.decoding_findings(dec, facts.open_age_hours, cfg.audit.open_transaction_hours)
     gtid, found = rules.gtid_report(facts.gtid, facts.previous_gtid)
     findings += found

@@ -223,30 +223,32 @@ def partition_report(
         out.append(
             finding("duplicate", f"{dups} records delivered more than once (dropped)", **where)
         )
-    if p.get("offset_resets") and reset_acknowledged:
-        out.append(
-            finding(
-                "offset_reset",
-                f"{p['offset_resets']} records at offsets read before with other content: the "
-                f"reset acknowledged from hour {reset_acknowledged} on (decoded as new records)",
-                acknowledged=reset_acknowledged,
-                **where,
-            )
-        )
-    elif p.get("offset_resets"):
-        out.append(
-            finding(
-                "offset_reset",
-                f"{p['offset_resets']} records at offsets read before with other content (the "
-                "topic was re-created or moved?): they were decoded and merged as new records, "
-                "not dropped as duplicates. If the reset is expected, acknowledge it once: "
-                f"`recon acknowledge-reset --topic {p['topic']} --partition {p['partition']} "
-                "--hour <this hour>`, then clear the hour's audit; if not, find what rewrote "
-                "the topic before trusting the hour",
-                **where,
-            )
-        )
+    if p.get("offset_resets"):
+        out.append(_reset_finding(p, reset_acknowledged))
     return row, out
+
+
+def _reset_finding(p: PartitionCounters, acknowledged: str | None) -> Finding:
+    """A partition's offset resets: acknowledged from an hour on (it warns), or not."""
+    where = {"topic": p["topic"], "partition": p["partition"]}
+    n = p.get("offset_resets", 0)
+    if acknowledged:
+        return finding(
+            "offset_reset",
+            f"{n} records at offsets read before with other content: the reset acknowledged "
+            f"from hour {acknowledged} on (decoded as new records)",
+            acknowledged=acknowledged,
+            **where,
+        )
+    return finding(
+        "offset_reset",
+        f"{n} records at offsets read before with other content (the topic was re-created or "
+        "moved?): they were decoded and merged as new records, not dropped as duplicates. If "
+        "the reset is expected, acknowledge it once: `recon acknowledge-reset --topic "
+        f"{p['topic']} --partition {p['partition']} --hour <this hour>`, then clear the "
+        "hour's audit; if not, find what rewrote the topic before trusting the hour",
+        **where,
+    )
 
 
 # -- decoding --------------------------------------------------------------------------------

@@ -180,12 +180,11 @@ def publish_table(
     checked: tuple[dict[str, int], int],
     replace_all: bool = False,
     replaced: DataFrame | None = None,
-    tag: str | None = None,
+    tag: str = "",
 ) -> PublishResult:
     """Write the live rows of the touched buckets and commit them in one Iceberg snapshot,
-    tagged `hour-<tag>` (default: the hour of `props`; an earlier hour merged again after
-    later ones publishes what the newest hour now holds, and is tagged as that hour's).
-    `attempt`: (run id, hour, attempt) naming the folder this attempt writes (`table_data_run`);
+    tagged `hour-<tag>` (default: `props`' hour). `attempt`: (run id, hour, attempt) naming
+    the folder this attempt writes (`table_data_run`);
     only files of that folder are committed. `checked`: what the merge counted over the rows
     written (`unfit_value_checks` of `row`): values published as NULL per column, and duplicate keys
     (must be 0). The touched buckets' files are replaced whole (copy-on-write), unless
@@ -195,13 +194,11 @@ def publish_table(
     table = _load_or_none(cat, ident)
     existing = _published_types(table)
     exprs = _column_exprs(schema, existing)
-    uncastable, dup_keys = checked
     typed = _typed_rows(live, schema, exprs)
     arrow_schema = pa.schema(
         [f.with_nullable(True) for f in to_arrow_schema(typed.schema, timezone="UTC")]
     )
-    created = table is None
-    if table is None:
+    if created := table is None:
         table = _create_table(cat, ident, arrow_schema, cfg, name, schema)
     moved = _renames_and_drops(schema, existing)
     added = set(existing) | set(moved.values()) if not created else {f.name for f in arrow_schema}
@@ -228,8 +225,8 @@ def publish_table(
         "files_removed": len(files.remove_data),
         "deletes_added": len(files.add_deletes),
         "table": ".".join(ident),
-        "uncastable": uncastable,
-        "duplicate_keys": dup_keys,
+        "uncastable": checked[0],
+        "duplicate_keys": checked[1],
     }
 
 
