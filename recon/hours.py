@@ -69,3 +69,9 @@ def hour_range(first: datetime, last: datetime) -> list[datetime]:
 
 def hour_end_ms(hour: datetime) -> int:
     return int((hour + timedelta(hours=1)).timestamp() * 1000)
+
+
+def retention_cutoff(newest: datetime, keep_hours: int) -> datetime:
+    """The oldest hour a window of `keep_hours` ending with `newest` keeps (`recon expire`,
+    `retention_hours`): what is older is pruned, and a delete older than it is forgotten."""
+    return newest - timedelta(hours=keep_hours - 1)

@@ -8,7 +8,9 @@ Raw dumps: `recon.rawdumps` (the Spark-Kafka and Kafka Connect layouts).
 Warehouse of pipeline `p`:
 - `_state/p/events/hour=H/`, `_state/p/carry/hour=H/`, `_state/p/offsets/hour=H/`,
   `_state/p/offset_hashes/hour=H/`: decode outputs (Parquet); `_state/p/schema/hour=H.json` table definitions; `_state/p/decode/hour=H.json`
-  decode counters, written last; `_state/p/_staging/<run>/` a decode run's scratch space.
+  decode counters, written last; `_state/p/_staging/<run>/` a decode run's scratch space;
+  `_state/p/offsets_expired.parquet` and `_state/p/expired.json`: what `recon expire` left of
+  expired hours.
 - `quarantine/p/hour=H/`: records that could not be decoded.
 - `_state/p/merge/`: `manifest.json` (the merge state in force), `manifests/hour=H.json` (the
   state each hour left, for rollback), `data/run=<id>/hour=H/try=<attempt>/_t=<table>/_b=<bucket>/`
@@ -125,6 +127,11 @@ class Layout:
     def acknowledged_resets(self) -> Path:
         """Offset resets an operator acknowledged (`recon acknowledge-reset`)."""
         return self.state / "acknowledged_resets.json"
+
+    @property
+    def expired_marker(self) -> Path:
+        """`{"hours_before": H}`: `recon expire` deleted what hours before H decoded."""
+        return self.state / "expired.json"
 
     @property
     def connect_root(self) -> Path:

@@ -9,6 +9,7 @@ import warnings
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import EqualTo
+from pyiceberg.table import Table
 
 from recon.audit.report import AuditReport
 from recon.config import PipelineConfig
@@ -70,3 +71,12 @@ def append_audit_table(cfg: PipelineConfig, report: AuditReport) -> None:
     with warnings.catch_warnings():  # the first run of an hour has no row to replace
         warnings.filterwarnings("ignore", "Delete operation did not match any records")
         table.overwrite(data, overwrite_filter=this_hour)
+
+
+def load_audit_table(cfg: PipelineConfig) -> Table | None:
+    """The pipeline's audit table, or None before its first audit."""
+    cat = get_catalog(cfg)
+    try:
+        return cat.load_table(identifier(cat, cfg, AUDIT_TABLE))
+    except NoSuchTableError:
+        return None

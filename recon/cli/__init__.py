@@ -417,6 +417,12 @@ def cmd_expire(args: argparse.Namespace) -> int:
             f"{t['folders_removed']} folders removed ({t['bytes']} bytes)"
             + (f"; {t['note']}" if t.get("note") else "")
         )
+    out = res["hour_outputs"]
+    print(
+        f"  hours before {res['cutoff']}'s previous hour: {out['removed']} decode, quarantine "
+        f"and report entries removed ({out['bytes']} bytes), {out['offset_hours_folded']} "
+        "hours of offset intervals folded"
+    )
     return 0
 
 

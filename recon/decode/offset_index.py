@@ -10,15 +10,24 @@ hour, and in the file's metadata each hour folder's identity (inode and modifica
 decode of the hour again replaces its folder, which changes both). A rollup whose identities
 do not match the folders is built again from them, and saved only when no folder changed while
 it was read. The folders stay the truth: a rollup can be deleted at any time.
+
+`recon expire` (`retention_hours`) folds the hour folders before its window into one file,
+`_state/p/offsets_expired.parquet`: per partition the runs those hours read, adjacent runs
+joined, each labelled with the newest hour in it. A later hour still finds a replay or a gap
+against them; what it cannot do is compare the content of a record at such an offset (the
+hours' content hashes are gone with them): it counts as read before, as in hours decoded
+before hashes were kept.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -88,14 +97,14 @@ def _day(layout: Layout, day: str, folders: dict[str, Path]) -> pa.Table:
     return t
 
 
-def acknowledged_at(layout: Layout, hour: datetime) -> dict[tuple[str, int], str]:
+def acknowledged_at(layout: Layout, hour: datetime | str) -> dict[tuple[str, int], str]:
     """Per (topic, partition), the hour of the newest offset reset acknowledged at or before
     `hour` (`recon acknowledge-reset`): from that hour on, the partition's offsets are a new
     sequence, and what hours before it read is not compared with them."""
     path = layout.acknowledged_resets
     if not path.is_file():
         return {}
-    H = hour_text(hour)
+    H = hour if isinstance(hour, str) else hour_text(hour)
     out: dict[tuple[str, int], str] = {}
     for a in json.loads(path.read_text(encoding="utf-8")).get("resets", []):
         key = (str(a["topic"]), int(a["partition"]))
@@ -124,14 +133,70 @@ def earlier_intervals(layout: Layout, hour: datetime) -> pa.Table:
 
 def _earlier_intervals(layout: Layout, hour: datetime) -> pa.Table:
     H = hour_text(hour)
+    expired = _read_expired(layout)
+    parts = [expired.filter(pc.less(expired["hour"], H))] if expired.num_rows else []
     folders = {h: f for h, f in _hour_folders(layout.offsets_root).items() if h < H}
     by_day: dict[str, dict[str, Path]] = {}
     for h, f in folders.items():
         by_day.setdefault(h[:10], {})[h] = f
-    parts = []
     for day, hours in sorted(by_day.items()):
         if day < H[:10]:
             parts.append(_day(layout, day, hours))
         else:
             parts.extend(hour_intervals(f, h) for h, f in sorted(hours.items()))
     return pa.concat_tables([SCHEMA.empty_table(), *parts])
+
+
+def _expired_file(layout: Layout) -> Path:
+    return layout.state / "offsets_expired.parquet"
+
+
+def _read_expired(layout: Layout) -> pa.Table:
+    f = _expired_file(layout)
+    return pq.read_table(f).cast(SCHEMA) if f.is_file() else SCHEMA.empty_table()
+
+
+def coalesce(t: pa.Table) -> pa.Table:
+    """Per (topic, partition) the union of the runs of `t`, overlapping and adjacent ones
+    joined, each labelled with the newest hour among its parts."""
+    runs: list[list[Any]] = []  # [topic, partition, lo, hi, hour]
+    srt = t.sort_by([("topic", "ascending"), ("partition", "ascending"), ("lo", "ascending")])
+    for topic, part, lo, hi, hour in zip(*(srt[c].to_pylist() for c in SCHEMA.names), strict=True):
+        last = runs[-1] if runs else None
+        if last is not None and last[:2] == [topic, part] and lo <= last[3] + 1:
+            last[3], last[4] = max(last[3], hi), max(last[4], hour)
+        else:
+            runs.append([topic, part, lo, hi, hour])
+    return pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in runs], SCHEMA)
+
+
+def expire_intervals(layout: Layout, cutoff: str) -> int:
+    """Fold the hour folders before `cutoff` into the expired runs (see the module's
+    docstring) and delete them and the day rollups wholly before it; returns the folders
+    deleted. The runs of a partition read before an offset reset acknowledged at or before
+    the cutoff are dropped, not folded (later hours never compare with them). The file is
+    replaced before any folder is deleted: killed in between, the runs are there twice."""
+    old = {h: f for h, f in _hour_folders(layout.offsets_root).items() if h < cutoff}
+    if not old:
+        return 0
+    t = pa.concat_tables(
+        [_read_expired(layout), *(hour_intervals(f, h) for h, f in sorted(old.items()))]
+    )
+    for (topic, part), at in acknowledged_at(layout, cutoff).items():
+        m = pc.and_(
+            pc.and_(pc.equal(t["topic"], topic), pc.equal(t["partition"], part)),
+            pc.less(t["hour"], at),
+        )
+        t = t.filter(pc.invert(m))
+    target = _expired_file(layout)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    pq.write_table(coalesce(t), tmp)
+    os.replace(tmp, target)
+    for f in old.values():
+        shutil.rmtree(f)
+    rollups = layout.state / "offsets_by_day"
+    for r in sorted(rollups.glob("day=*.parquet")) if rollups.is_dir() else []:
+        if r.stem.removeprefix("day=") < cutoff[:10]:
+            r.unlink()
+    return len(old)

@@ -31,6 +31,7 @@ from recon.core.watermark import Watermark
 from recon.decode.summary import DecodedShapes
 from recon.errors import ManifestError, NotDecodedError, ReconError
 from recon.faults import checkpoint
+from recon.hours import retention_cutoff
 from recon.layout import (
     folder_files,
     has_parquet,
@@ -274,6 +275,12 @@ class _HourMerge:
         return result
 
     # -- steps ----------------------------------------------------------------------------------
+    def forget_before_ms(self) -> int | None:
+        """With `retention_hours`: the start of the window ending with this hour, in ms (deletes
+        older than it leave no tombstone in the buckets the hour rewrites: `fold`)."""
+        keep = self.cfg.retention_hours
+        return int(retention_cutoff(self.hour, keep).timestamp() * 1000) if keep else None
+
     def new_state(self, ms_tables: list[str]) -> DataFrame:
         """The state rows the hour writes: the new state of the buckets it rewrites (`fold`),
         and the deltas of those it merges on read (`fold_delta`); counts the changes stale or
@@ -289,7 +296,7 @@ class _HourMerge:
             several = any(self.deltas_of(n) for n in self.names if n not in self.mor)
             if self.old_read:  # nothing to be stale against, or already in, before a first state
                 self.skips = skip_counts(old, rewrite, ms_tables, changes, several)
-            out.append(fold(old, rewrite, ms_tables, columns))
+            out.append(fold(old, rewrite, ms_tables, columns, self.forget_before_ms()))
         if self.mor:
             changed = self.to_fold.where(F.col("table").isin(self.mor))
             several = any(self.deltas_of(n) for n in self.mor)

@@ -104,6 +104,7 @@ def fold(
     contrib: DataFrame,
     ms_tables: list[str],
     columns: dict[str, list[str]] | None = None,
+    forget_before_ms: int | None = None,
 ) -> DataFrame:
     """The new state of the touched buckets: old state rows and this hour's contributions.
 
@@ -113,7 +114,12 @@ def fold(
     sort the grouping needs decides nearly every comparison by its first 8 bytes; the write
     then sorts the winners by (table, bucket), an order they are already in. `columns` (table
     -> its columns, in their order; its tables also number `_sort_first`'s): the checksum
-    terms of those tables' rows are computed without lambdas (`row_checksum`)."""
+    terms of those tables' rows are computed without lambdas (`row_checksum`).
+    `forget_before_ms` (a pipeline with `retention_hours`): a key's tombstone from a delete
+    older than it is dropped, so deleted keys do not pile up in the state for ever (a change
+    to the key older than the delete arriving after that would be applied: the window bounds
+    how late a change may come). Only here, where a bucket is written whole: a delta's
+    tombstone hides the base's row of its key."""
     is_ms = is_multiset(ms_tables)
     allc = old.unionByName(contrib.select(*STATE_COLS)).repartition("table", "bucket")
     keys = ("table", "bucket", "key")
@@ -124,6 +130,9 @@ def fold(
         .agg(F.max_by(F.struct(*rest), F.struct("order_key", "sign")).alias("w"))
         .select(*keys, *[F.col("w")[c].alias(c) for c in rest])
     )
+    if forget_before_ms is not None:
+        t = F.col("event_time_ms")
+        pk_state = pk_state.where(~((F.col("sign") == 0) & (t > 0) & (t < forget_before_ms)))
     ms_state = allc.where(is_ms).dropDuplicates(["table", "bucket", "key", "ident", "sign"])
     # a row that enters the state (or was read without its checksum term) gets it here: once
     # per changed key, not once per contribution or per state row

@@ -13,9 +13,13 @@ last N hours (counted back from the newest merged hour):
   files no remaining version references are deleted.
 Files are only deleted under folders of hours older than the window and only when no version
 references them; expire holds the pipeline's writer lock, so no merge or publish is running
-(a file a concurrent run could still commit does not exist while it runs). Decoded hours and
-audit reports are kept; the Parquet copies of Kafka Connect dump files of hours before the
-window are deleted (made again from the dumps when needed).
+(a file a concurrent run could still commit does not exist while it runs). Each table's
+metadata files no kept version reads are deleted too (`prune_metadata`), and the audit table
+is kept to a few files (`expire_audit_table`).
+What hours before the window's previous hour decoded, quarantined, merged and reported is
+deleted (`expire_hour_outputs`); their offset intervals are folded into one file
+(`recon.decode.offset_index.expire_intervals`). A rebuild from the snapshot is refused after
+that (`recon.ops.rebuild`). The merge forgets old tombstones itself (`recon.merge.state.fold`).
 """
 
 from __future__ import annotations
@@ -27,11 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import Table, TableProperties
 
+from recon.audit.table import load_audit_table
 from recon.config import PipelineConfig
+from recon.decode.offset_index import expire_intervals
 from recon.errors import ReconError
-from recon.hours import format_hour, parse_hour
-from recon.layout import read_json
+from recon.hours import format_hour, parse_hour, retention_cutoff
+from recon.layout import read_json, write_json_atomic
 from recon.merge.manifest import Manifest, bucket_dirs, load_manifest
 from recon.ops.lock import pipeline_lock
 from recon.publish.iceberg import is_published, load_table, local_path, untag_versions
@@ -117,7 +124,7 @@ _UNRECORDED = object()
 
 
 def expire_table(
-    cfg: PipelineConfig, name: str, cutoff: str, kept: list[Manifest]
+    cfg: PipelineConfig, name: str, cutoff: str, kept: list[Manifest], keep_versions: int
 ) -> dict[str, Any]:
     table = load_table(cfg, name)
     old, note = _expired_versions(table, name, kept)
@@ -153,12 +160,14 @@ def expire_table(
             if str(f) not in live:
                 freed += f.stat().st_size
                 f.unlink()
+                f.with_name(f".{f.name}.crc").unlink(missing_ok=True)  # Spark's checksum
         if not any(hour_dir.rglob("*.parquet")):
             shutil.rmtree(hour_dir)
             removed.append(hour_dir)
     _drop_empty_parents(removed, data)
     out: dict[str, Any] = {
         "snapshots_expired": len(old),
+        "metadata_files_removed": prune_metadata(table, keep_versions),
         "folders_removed": len(removed),
         "bytes": freed,
     }
@@ -213,24 +222,120 @@ def _expire(cfg: PipelineConfig, keep_hours: int) -> dict[str, Any]:
     hours = load_manifest(cfg)["hours"]
     if not hours:
         raise ReconError(f"pipeline {cfg.name} has no merged hour yet; nothing to expire")
-    cutoff = format_hour(parse_hour(hours[-1]) - timedelta(hours=keep_hours - 1))
+    cutoff = format_hour(retention_cutoff(parse_hour(hours[-1]), keep_hours))
     kept = kept_states(cfg, cutoff)  # read once: the state and the tables keep the same ones
     out: dict[str, Any] = {"cutoff": cutoff, "state": expire_state(cfg, cutoff, kept), "tables": {}}
     for name in cfg.tables:
         if is_published(cfg, name):
-            out["tables"][name] = expire_table(cfg, name, cutoff, kept)
-    out["connect_copies_deleted"] = expire_connect_copies(cfg, cutoff)
+            out["tables"][name] = expire_table(cfg, name, cutoff, kept, keep_hours)
+    out["audit_table"] = expire_audit_table(cfg, keep_hours)
+    before = format_hour(parse_hour(cutoff) - timedelta(hours=1))
+    out["hour_outputs"] = expire_hour_outputs(cfg, before)
     return out
 
 
-def expire_connect_copies(cfg: PipelineConfig, cutoff: str) -> int:
-    """Kafka Connect files' Parquet copies of hours before the cutoff (a decode of such an
-    hour, or its quarantine's look-up of raw bytes, converts the files again)."""
-    root = cfg.layout.connect_root
+_HOUR_NAMED = re.compile(r"^(?:hour=)?(\d{4}-\d{2}-\d{2}T\d{2})(?:\.json)?$")
+
+
+def hour_output_roots(cfg: PipelineConfig) -> list[Path]:
+    """The folders whose entries are named by an hour (`hour=H/`, `hour=H.json`, `H/`): the
+    decode's outputs, the Kafka Connect copies, quarantine, merge results and audit reports."""
+    lay, h = cfg.layout, cfg.start
+    return [
+        lay.events(h).parent,
+        lay.winners(h).parent,
+        lay.carry(h).parent,
+        lay.offset_hashes(h).parent,
+        lay.schema(h).parent,
+        lay.decode_counters(h).parent,
+        lay.connect_root,
+        lay.quarantine(h).parent,
+        lay.merge_quarantine(h).parent,
+        lay.merge_result(h).parent,
+        lay.audit_root,
+    ]
+
+
+def expire_hour_outputs(cfg: PipelineConfig, before: str) -> dict[str, int]:
+    """Delete what hours before `before` left (`hour_output_roots`); their offset intervals
+    are folded into one file (`recon.decode.offset_index.expire_intervals`). `before` is the
+    hour before the window: the window's first hour reads that hour's carry, table definitions,
+    counters and report when it is decoded or audited again."""
+    removed, freed = 0, 0
+    for root in hour_output_roots(cfg):
+        for p in sorted(root.iterdir()) if root.is_dir() else []:
+            m = _HOUR_NAMED.match(p.name)
+            if m is None or m.group(1) >= before:
+                continue
+            if p.is_dir():
+                freed += _size(p)
+                shutil.rmtree(p)
+            else:
+                freed += p.stat().st_size
+                p.unlink()
+            removed += 1
+    folded = expire_intervals(cfg.layout, before)
+    marker = cfg.layout.expired_marker
+    prior = read_json(marker)["hours_before"] if marker.is_file() else ""
+    write_json_atomic(marker, {"hours_before": max(prior, before)})
+    return {"removed": removed, "bytes": freed, "offset_hours_folded": folded}
+
+
+def prune_metadata(table: Table, keep_versions: int) -> int:
+    """Delete the files under the table's `metadata/` that neither its current metadata, the
+    metadata files its log keeps, nor a version it keeps reads (Iceberg leaves them: every
+    commit writes a metadata file, a manifest list and manifests). The log is bounded by the
+    table property `write.metadata.previous-versions-max`, set to `keep_versions` (once)."""
+    prop = TableProperties.METADATA_PREVIOUS_VERSIONS_MAX
+    if table.properties.get(prop) != str(keep_versions):
+        with table.transaction() as tx:
+            tx.set_properties({prop: str(keep_versions)})
+    md = table.metadata
+    reached = {table.metadata_location, *(e.metadata_file for e in md.metadata_log)}
+    for snap in md.snapshots:
+        reached.add(snap.manifest_list)
+        reached.update(m.manifest_path for m in snap.manifests(table.io))
+    reached.update(st.statistics_path for st in md.statistics)
+    reached_paths = {local_path(u) for u in reached}
     gone = 0
-    for d in sorted(root.glob("hour=*")) if root.is_dir() else []:
-        m = _HOUR_DIR.match(d.name)
-        if m and m.group(1) < cutoff:
-            shutil.rmtree(d)
+    folder = local_path(table.location()) / "metadata"
+    for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if f.is_file() and f not in reached_paths:
+            f.unlink()
             gone += 1
     return gone
+
+
+def expire_audit_table(cfg: PipelineConfig, keep_hours: int) -> dict[str, int]:
+    """The audit table keeps a row per hour for good (trends); what expire bounds is its files:
+    the rows are written again as one file once there are more than `keep_hours` of them, the
+    versions but the newest `keep_hours` are expired, and the files none of the rest reads
+    are deleted."""
+    table = load_audit_table(cfg)
+    if table is None:
+        return {"snapshots_expired": 0, "files_removed": 0}
+    if len(table.inspect.data_files()) > keep_hours:
+        table.overwrite(table.scan().to_arrow())  # a row per hour: small
+    mine = protected_versions(table)
+    current = table.current_snapshot()
+    newest = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)[-keep_hours:]
+    keep = {s.snapshot_id for s in newest} | mine.keys()
+    if current is not None:
+        keep.add(current.snapshot_id)
+    old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id not in keep]
+    if old:
+        table.maintenance.expire_snapshots().by_ids(old).commit()
+    live = {
+        local_path(f.file_path)
+        for s in table.snapshots()
+        for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
+        for f in (t.file, *t.delete_files)
+    }
+    data = local_path(table.location()) / "data"
+    files = [f for f in data.rglob("*.parquet") if f not in live] if data.is_dir() else []
+    for f in files:
+        f.unlink()
+    return {
+        "snapshots_expired": len(old),
+        "files_removed": len(files) + prune_metadata(table, keep_hours),
+    }

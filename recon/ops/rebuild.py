@@ -9,7 +9,9 @@ from typing import TypedDict
 from recon.audit.report import AuditReport
 from recon.audit.stage import audit_hour
 from recon.config import PipelineConfig, load_config
+from recon.errors import ReconError
 from recon.hours import format_hour, hour_range, parse_hour
+from recon.layout import read_json
 from recon.merge.manifest import check_tables, reset_state
 from recon.merge.result import MergeResult
 from recon.merge.stage import merge_hour
@@ -29,6 +31,20 @@ def decoded_hours(cfg: PipelineConfig, last: datetime) -> list[datetime]:
     if last < cfg.start:
         return []
     return [h for h in hour_range(cfg.start, last) if cfg.layout.decode_counters(h).is_file()]
+
+
+def _check_history_kept(cfg: PipelineConfig) -> None:
+    """A rebuild merges every hour since the start: refused once `recon expire` deleted what
+    early hours decoded (it would publish the snapshot plus the window's changes only)."""
+    marker = cfg.layout.expired_marker
+    before = read_json(marker)["hours_before"] if marker.is_file() else ""
+    if before > format_hour(cfg.start):
+        raise ReconError(
+            f"pipeline {cfg.name} no longer has what hours before {before} decoded (expired: "
+            "retention_hours / recon expire), and a rebuild merges every hour since the start; "
+            "go back to an hour in the window instead: `recon rollback --pipeline "
+            f"{cfg.source_file} --to-hour HOUR`, then `recon run` the hours after it"
+        )
 
 
 def rebuild(
@@ -56,6 +72,7 @@ def _rebuild(
     progress: Progress,
 ) -> list[RebuiltHour]:
     names = check_tables(cfg, tables)
+    _check_history_kept(cfg)
     last = parse_hour(through, "--to") if through else datetime.now(UTC)
     hours = decoded_hours(cfg, last)
     reset_state(cfg, names)

@@ -225,21 +225,6 @@ def test_hidden_and_partial_files_are_not_dumps(tmp_path: Path) -> None:
     ]
 
 
-def test_expire_deletes_the_connect_copies_of_hours_before_the_window(tmp_path: Path) -> None:
-    from recon.ops.expire import expire_connect_copies
-
-    p = tmp_path / "p.yaml"
-    p.write_text(BASE.format(fmt="debezium_json") + "dump: {layout: kafka-connect-s3}\n")
-    cfg = load_config(p)
-    for h in ("2026-11-20T00", "2026-11-20T01", "2026-11-20T02"):
-        _touch(cfg.layout.connect_root / f"hour={h}" / "t", "x.parquet")
-    assert expire_connect_copies(cfg, "2026-11-20T01") == 1
-    assert sorted(d.name for d in cfg.layout.connect_root.iterdir()) == [
-        "hour=2026-11-20T01",
-        "hour=2026-11-20T02",
-    ]
-
-
 @pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard", "bzip2", "xz"])
 def test_avro_files_of_every_codec_the_connector_writes_are_read(
     tmp_path: Path, codec: str
