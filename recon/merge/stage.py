@@ -220,6 +220,8 @@ class _HourMerge:
     live: DataFrame = field(init=False)
     bstats: dict[tuple[str, int], BucketStats] = field(default_factory=dict)
     entered: EnteredCounts = field(init=False)
+    publishing: bool = True
+    """Whether this merge publishes (`recon rebuild` merges all but its last hour without)."""
     old_read: bool = False
     unfit: dict[str, dict[str, int]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
@@ -252,6 +254,7 @@ class _HourMerge:
                     release(getattr(self, name))
 
     def merge(self, publish: bool, limited: bool) -> MergeResult:
+        self.publishing = publish
         self.man = load_manifest(self.cfg)
         check_state_matches_tables(self.cfg, self.man, self.names, self.H)
         self.missing = hours_missing(
@@ -465,9 +468,18 @@ class _HourMerge:
             for op, k in self.superseded.get(n, {}).items():
                 by_op[op] = by_op.get(op, 0) + k
         for n in self.names:  # a schema change rewrites the whole published table; so do terms
-            # of another form (`CHECKSUM_TERMS`: every bucket's checksum is summed again)
-            if (self.schema_changed[n] or self.old_terms(n)) and n in self.man["tables"]:
+            # of another form (`CHECKSUM_TERMS`: every bucket's checksum is summed again), and
+            # so does the first publish of a state merged without publishing (`unpublished`)
+            rewrite = self.schema_changed[n] or self.old_terms(n) or self.unpublished(n)
+            if rewrite and n in self.man["tables"]:
                 self.touched[n] |= {int(b) for b in self.man["tables"][n]["files"]}
+
+    def unpublished(self, n: str) -> bool:
+        """Whether this merge publishes table `n` and its state was merged on without
+        publishing since its last version (`recon rebuild`'s hours before its last, a killed
+        rebuild): then its whole table is published from the state."""
+        entry = self.man["tables"].get(n)
+        return self.publishing and entry is not None and "snapshot_id" not in entry
 
     def old_terms(self, n: str) -> bool:
         """Whether table `n`'s state holds checksum terms of another form than `row_checksum`
@@ -704,7 +716,7 @@ class _HourMerge:
             props,
             (self.run_id, self.H, self.attempt),
             self.written_checks(n),
-            replace_all=n not in self.man["tables"],
+            replace_all=n not in self.man["tables"] or self.unpublished(n),
             # every changed key, not only those the state held live: an attempt stopped after
             # its commit may have published keys the state does not hold yet
             replaced=self.written.where(F.col("table") == n) if n in self.mor else None,
@@ -735,6 +747,8 @@ class _HourMerge:
         )
         if publish:
             entry["snapshot_id"] = pub["snapshot_id"]
+        else:  # the version published last no longer holds this state (`unpublished`)
+            entry.pop("snapshot_id", None)
         s = self.schemas[n]
         prev = self.man["tables"].get(n)
         before = prev["schema"].get("history", []) if prev else []
@@ -785,7 +799,9 @@ class _HourMerge:
         # kept as the state at the end of the newest merged hour: an earlier hour merged again
         # (late data, a cleared run) leaves a state through the newest hour, and the state
         # saved for the earlier hour stays what that hour left (what rollback restores)
-        newest = new_man["hours"][-1]
+        # (a state merged without publishing is not kept for an hour: no version shows it, and
+        # a state saved earlier for the hour, with the version that showed it, stays in force)
+        newest = new_man["hours"][-1] if self.publishing else None
         save_manifest(self.cfg, new_man, newest, expected=self.man["version"])
 
     def result(self, tables_out: dict[str, TableMerge], limited: bool) -> MergeResult:

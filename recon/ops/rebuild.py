@@ -57,8 +57,12 @@ def rebuild(
 ) -> list[RebuiltHour]:
     """Drop the merge state of the tables (all, or `tables`) and merge again, from the snapshot,
     every decoded hour since the pipeline's start through `through` (default: the last decoded
-    hour), re-auditing each. Decoding is not repeated. The published tables are replaced as a
-    whole by the first hour merged; their earlier versions stay in the Iceberg history."""
+    hour), re-auditing each. Decoding is not repeated. Only the last hour publishes: readers
+    see the tables as they were until it replaces each as a whole (publishing every hour made
+    them go back to the snapshot and forward again); the earlier versions stay in the Iceberg
+    history, and so do the states saved for the hours before (rollback to one restores the
+    state and version from before the rebuild). A rebuild killed part-way publishes nothing;
+    the next merge of the tables publishes them whole."""
     cfg = load_config(pipeline)
     with pipeline_lock(cfg, "recon rebuild", lock_wait):
         return _rebuild(cfg, through, tables, run_id, progress)
@@ -87,7 +91,9 @@ def _rebuild(
     out: list[RebuiltHour] = []
     for h in hours:
         rid = f"{run_id}_{format_hour(h)}" if run_id else None
-        merged = merge_hour(spark, cfg, h, run_id=rid, buckets=cfg.buckets, tables=tables)
+        merged = merge_hour(
+            spark, cfg, h, run_id=rid, buckets=cfg.buckets, tables=tables, publish=h == hours[-1]
+        )
         progress.merged(merged)
         report = audit_hour(spark, cfg, h)
         progress.audited(report, cfg, h)

@@ -20,7 +20,7 @@ from recon.cli import main
 from recon.config import PipelineConfig, load_config
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
-from recon.merge.manifest import load_manifest
+from recon.merge.manifest import load_manifest, reset_state
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
@@ -143,8 +143,13 @@ def test_rebuild_brings_a_table_added_later_up_to_date_from_the_snapshot(spark, 
     # the insert of id 0 (GTID 4) replacing the snapshot's row
     assert len(expected_b) == 1 + 9 and {"id": 100, "v": "snap s.b"} in expected_b
     assert {"id": 0, "v": "s.b4"} in expected_b
+    b_before = {s.snapshot_id for s in load_table(cfg, "s.b").snapshots()}
     assert main(["rebuild", "--pipeline", str(cfg.source_file), "--tables", "s.b"]) == 0
     assert _rows(cfg, "s.b") == expected_b
+    # one version, of the last hour: readers never saw s.b go back to the snapshot and forward
+    new = [s for s in load_table(cfg, "s.b").snapshots() if s.snapshot_id not in b_before]
+    assert [s.summary.additional_properties["recon.hour"] for s in new] == [format_hour(hour(2))]
+    assert load_manifest(cfg)["tables"]["s.b"]["snapshot_id"] == new[0].snapshot_id
     assert _rows(cfg, "s.a") == a_before  # untouched: only s.b was rebuilt
     assert len(load_table(cfg, "s.a").snapshots()) == a_snapshots
     # every table, through the DAG's stage entry point (rebuild covers the run's own hour)
@@ -160,8 +165,8 @@ def test_rebuild_brings_a_table_added_later_up_to_date_from_the_snapshot(spark, 
     }
     assert _rows(cfg, "s.a") == _rows(reference, "s.a") == a_before
     assert _rows(cfg, "s.b") == expected_b
-    # the published table was replaced as a whole, the earlier versions stay in its history
-    assert len(load_table(cfg, "s.a").snapshots()) > a_snapshots
+    # the published table was replaced as a whole, once; the earlier versions stay in its history
+    assert len(load_table(cfg, "s.a").snapshots()) == a_snapshots + 1
 
 
 def test_rebuild_of_a_missing_hour_or_unknown_table_says_so(spark, tmp_path, capsys) -> None:
@@ -232,3 +237,29 @@ def test_an_earlier_hour_merged_again_leaves_its_tag_on_its_own_version(
     rows = table.scan(snapshot_id=now[h0]).to_arrow().column("id").to_pylist()
     assert sorted(rows) == [0]
     assert sorted(r["id"] for r in export_rows(cfg, "s.a")) == [0, 1, 2, 9]
+
+
+def test_a_rebuild_killed_part_way_publishes_nothing_and_the_next_merge_publishes_it_whole(
+    spark, tmp_path
+) -> None:
+    snap = _snapshot(tmp_path / "snap")
+    cfg = pipeline(tmp_path / "p", TABLES, snapshot=snap)
+    reference = pipeline(tmp_path / "ref", TABLES, snapshot=snap)
+    for c in (cfg, reference):
+        _hours(c)
+    for i in range(3):
+        merge_hour(spark, reference, hour(i), buckets=4)
+    for i in range(2):  # hours 0-1, published in two buckets (the rebuild makes four)
+        merge_hour(spark, cfg, hour(i), buckets=2, tables=["s.a"])
+    before = {s.snapshot_id for s in load_table(cfg, "s.a").snapshots()}
+    shown = _rows(cfg, "s.a")
+    # what a rebuild killed after merging hours 0 and 1 leaves: state merged, nothing published
+    reset_state(cfg, ["s.a"])
+    for i in range(2):
+        merge_hour(spark, cfg, hour(i), buckets=4, tables=["s.a"], publish=False)
+    assert {s.snapshot_id for s in load_table(cfg, "s.a").snapshots()} == before
+    assert _rows(cfg, "s.a") == shown
+    assert "snapshot_id" not in load_manifest(cfg)["tables"]["s.a"]
+    # hour 2 touches a few buckets, and publishes the whole state, not those buckets' rows only
+    merge_hour(spark, cfg, hour(2), buckets=4, tables=["s.a"])
+    assert _rows(cfg, "s.a") == _rows(reference, "s.a")
