@@ -955,3 +955,32 @@ def test_output_batches_are_drained_by_bytes_too(fmt: str) -> None:
         for run in (0, 64):
             cut = batches(run)
             assert len(cut) > len(whole) and rows(cut) == rows(whole)
+
+
+_HUGE = b"9" * 5000  # beyond Python's int_max_str_digits (4300): json.loads refuses it
+
+
+@pytest.mark.parametrize(
+    "fmt,message,field",
+    [
+        ("debezium_json", _dbz(0, "c", _SOURCE, None, _ROW), b'"pos":4'),
+        ("debezium_json", _dbz(0, "c", _SOURCE, None, _ROW), b'"ts_ms":1'),
+        ("debezium_json", _dbz(0, "c", _SOURCE, None, _ROW), b'"row":0'),
+        ("debezium_json", _dbz(0, "c", _SOURCE, None, _ROW), b'"after":{"id":1'),
+        ("dataworks_json", _INSERTS[0], b'"eventTime":1'),
+        ("dataworks_json", _INSERTS[0], b'"id":7'),
+        ("dataworks_json", _INSERTS[0], b'"sequenceId":"7"'),
+    ],
+)
+def test_an_integer_of_more_digits_than_python_reads_decodes_alike_with_lanes_on_and_off(
+    fmt: str, message: bytes, field: bytes
+) -> None:
+    name = field.rsplit(b":", 1)[0]
+    value = message.replace(field, name + b":" + _HUGE)
+    assert value != message
+    recs = [RawRecord("p.s.t", 0, i, b'{"id": 1}', value, 0) for i in range(3)]
+    ctx = _DBZ_CTX if fmt == "debezium_json" else None
+    alone = _rows(recs, lanes=False, fmt=fmt, ctx=ctx)
+    assert any("quarantine" in r for r in alone)  # (Python's read refuses it)
+    assert _rows(recs, lanes=True, fmt=fmt, ctx=ctx) == alone
+    assert _rows(recs, lanes=True, fmt=fmt, ctx=ctx, run=50) == alone
