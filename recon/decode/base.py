@@ -9,8 +9,11 @@ UPDATE_BEFOR): those are never decoded half.
 
 from __future__ import annotations
 
+import os
+import pickle
+import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -61,6 +64,13 @@ class Sink:
     UPDATE_BEFOR): each must leave by `consume`, `bad` or the carry `finish` returns."""
     released: dict[tuple[str, int, int], RawRecord] = field(default_factory=dict)
     """Records consumed during the current feed (counted by the stream driver after it)."""
+    spilled: list[tuple[EventSpill, str | None]] = field(default_factory=list)
+    """Committed transactions' events on disk, with their transaction id (`TxnAssembler`):
+    the stream driver's next drain writes them out, chunk by chunk."""
+    value_spills: list[ValueSpill] = field(default_factory=list)
+    """The values of records open transactions hold (`TxnAssembler`), deleted once closed."""
+    open_spills: list[EventSpill] = field(default_factory=list)
+    """Spills of transactions not committed yet: dropped with them, or at the stream's end."""
     shadows: list[Event] = field(default_factory=list)
     """Events of records carried to the next hour that take effect in this hour only if the
     decode stage finds their partner in another partition (kind `pairable`; a DataWorks
@@ -303,6 +313,97 @@ class PerObject(Generic[T]):
         return value
 
 
+TXN_SPILL_EVENTS = 50_000
+"""An open transaction's events go to a file of their own every this many: a transaction of
+millions of changes is not held in memory until its COMMIT (`EventSpill`)."""
+
+
+def spill_dir() -> str | None:
+    """Spark's local folder for a task's scratch files when the worker has one, else the
+    system's temporary folder."""
+    return os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
+
+
+class EventSpill:
+    """An open transaction's events on disk: chunks of `Event`s, pickled (this process wrote
+    the file, mode 0600, and reads it back; it is deleted when read or dropped)."""
+
+    def __init__(self) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="recon-txn-", suffix=".pickle", dir=spill_dir())
+        self.file = os.fdopen(fd, "wb")
+        self.count = 0
+
+    def write(self, events: list[Event]) -> None:
+        pickle.dump(events, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.count += len(events)
+
+    def chunks(self) -> Iterator[list[Event]]:
+        self.file.close()
+        with open(self.path, "rb") as f:
+            while True:
+                try:
+                    yield pickle.load(f)  # noqa: S301 - written by this process, above
+                except EOFError:
+                    return
+
+    def drop(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+TXN_SPILL_BYTES = 64 << 20
+"""An open transaction's records' values go to a file of their own once they hold this many
+bytes in memory (`ValueSpill`): needed again only if the transaction is carried to the next
+hour or abandoned (quarantined)."""
+
+
+class ValueSpill:
+    """The values of records an open transaction holds, on disk (mode 0600). Closed when the
+    transaction is done (committed, abandoned, carried): the stream driver deletes it at its
+    next drain, after it read the values it still writes out (`value_bytes`)."""
+
+    def __init__(self) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="recon-txn-", suffix=".values", dir=spill_dir())
+        self.file = os.fdopen(fd, "w+b")
+        self.closed = False
+
+    def put(self, value: bytes) -> SpilledValue:
+        at = self.file.seek(0, os.SEEK_END)
+        self.file.write(value)
+        return SpilledValue(self, at, len(value))
+
+    def read(self, at: int, n: int) -> bytes:
+        self.file.flush()
+        self.file.seek(at)
+        return self.file.read(n)
+
+    def drop(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+@dataclass(frozen=True, slots=True)
+class SpilledValue:
+    """A record's value in a `ValueSpill` (what `RawRecord.value` holds once spilled)."""
+
+    spill: ValueSpill
+    at: int
+    length: int
+
+
+def value_bytes(value: bytes | SpilledValue | None) -> bytes | None:
+    """A record's value, read back from its spill when it was spilled."""
+    if isinstance(value, SpilledValue):
+        return value.spill.read(value.at, value.length)
+    return value
+
+
 class TxnAssembler:
     """Holds the events of an open transaction until its commit (Tencent, TDSQL, Canal pb).
 
@@ -317,7 +418,11 @@ class TxnAssembler:
         self.open = False
         self.txn_id: str | None = None
         self.events: list[Event] = []
+        self.spill: EventSpill | None = None  # the events before `events`, when there are many
         self.pending: list[RawRecord] = []  # groups since BEGIN, flattened
+        self.values: ValueSpill | None = None  # the values of `pending[:spilled]`, when large
+        self.spilled = 0
+        self.unspilled_bytes = 0
         self._group: list[RawRecord] = []
         self._group_pending = False
 
@@ -332,11 +437,14 @@ class TxnAssembler:
     def _attach_group(self, skip: int) -> None:
         if self._group_pending:
             return
+        if self.unspilled_bytes >= TXN_SPILL_BYTES:
+            self._spill_values()
         first = True
         for r in self._group:
             r.skip = skip if first else 0
             first = False
             self.pending.append(r)
+            self.unspilled_bytes += len(r.value) if isinstance(r.value, bytes) else 0
             self.sink.hold(r)
         self._group_pending = True
 
@@ -346,7 +454,9 @@ class TxnAssembler:
             # quarantine its records (those not shared with the group holding the new BEGIN).
             rec = self._group[0]
             self.sink.count(rec, Stat.TRANSACTIONS_ABANDONED)
-            self.sink.count(rec, Stat.EVENTS_ABANDONED, len(self.events))
+            spilled = self.spill.count if self.spill is not None else 0
+            self.sink.count(rec, Stat.EVENTS_ABANDONED, len(self.events) + spilled)
+            self._drop_spill()
             in_group = {id(r) for r in self._group}
             began = self.pending[0].offset if self.pending else rec.offset
             for r in self.pending:
@@ -356,6 +466,7 @@ class TxnAssembler:
                         f"abandoned transaction: the one begun at offset {began} "
                         f"has no COMMIT before the next BEGIN",
                     )
+        self._done_with_values()  # (an abandoned one's records are quarantined with theirs)
         self.open = True
         self.txn_id = txn_id
         self.events = []
@@ -367,8 +478,36 @@ class TxnAssembler:
         if self.open:
             ev.txn_id = ev.txn_id or self.txn_id
             self.events.append(ev)
+            if len(self.events) >= TXN_SPILL_EVENTS:
+                if self.spill is None:
+                    self.spill = EventSpill()
+                    self.sink.open_spills.append(self.spill)
+                self.spill.write(self.events)
+                self.events = []
         else:
             self.sink.events.append(ev)
+
+    def _spill_values(self) -> None:
+        """The values of the records held so far (earlier groups', all decoded) to disk."""
+        if self.values is None:
+            self.values = ValueSpill()
+            self.sink.value_spills.append(self.values)
+        for r in self.pending[self.spilled :]:
+            if isinstance(r.value, bytes):
+                r.value = self.values.put(r.value)  # type: ignore[assignment]
+        self.spilled = len(self.pending)
+        self.unspilled_bytes = 0
+
+    def _done_with_values(self) -> None:
+        if self.values is not None:
+            self.values.closed = True
+        self.values, self.spilled, self.unspilled_bytes = None, 0, 0
+
+    def _drop_spill(self) -> None:
+        if self.spill is not None:
+            self.sink.open_spills.remove(self.spill)
+            self.spill.drop()
+            self.spill = None
 
     def commit(self, txn_id: str | None = None) -> None:
         if not self.open:
@@ -380,9 +519,14 @@ class TxnAssembler:
             if txn_id and not ev.txn_id:
                 ev.txn_id = txn_id
         self.sink.events.extend(self.events)
+        if self.spill is not None:  # written out before the events above (`Sink.spilled`)
+            self.sink.open_spills.remove(self.spill)
+            self.sink.spilled.append((self.spill, txn_id))
+            self.spill = None
         for r in self.pending:
             self.sink.consume(r)
         self.sink.count(rec, Stat.TRANSACTIONS_COMMITTED)
+        self._done_with_values()
         self.open = False
         self.txn_id = None
         self.events = []

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from recon.core.model import EVENT_FIELDS, OUTPUT_SCHEMA, RAW_SCHEMA, Event, RawRecord
-from recon.decode.base import DecodeContext, Sink, StreamDecoder
+from recon.decode.base import DecodeContext, Sink, StreamDecoder, value_bytes
 from recon.decode.lane import Lane, LaneImage, LaneRows
 from recon.decode.stats import Stat, finish_error
 from recon.formats import FORMAT_SPECS, load_object
@@ -42,7 +42,7 @@ def _raw_row(kind: str, rec: RawRecord, **extra: object) -> dict[str, object]:
         "partition": rec.partition,
         "offset": rec.offset,
         "raw_key": rec.key,
-        "raw_value": rec.value,
+        "raw_value": value_bytes(rec.value),
         "raw_ts_ms": rec.ts_ms,
         "raw_headers": rec.headers,
     }
@@ -350,7 +350,11 @@ class _StreamDriver:
 
     def full(self) -> bool:
         """Time to drain: a batch's rows, or its bytes."""
-        return self.pending() >= _FLUSH_ROWS or self.pending_bytes >= _FLUSH_BYTES
+        return (
+            self.pending() >= _FLUSH_ROWS
+            or self.pending_bytes >= _FLUSH_BYTES
+            or bool(self.sink.spilled)
+        )
 
     def _loop_end(self, sizes: np.ndarray, run_start: int, i: int, end: int) -> int:
         """Where the lane's record loop may read to from `i`: before the next record too large
@@ -508,12 +512,35 @@ class _StreamDriver:
             )
         sink.held.clear()
         sink.quarantined.clear()
+        for spill in sink.open_spills:  # an open transaction's events: its records are carried
+            spill.drop()
+        sink.open_spills.clear()
+        for values in sink.value_spills:  # ... with their values, read at the next drain
+            values.closed = True
         self.ended.add(self.current)
         self.dec = None
 
-    def drain(self) -> list[pa.RecordBatch]:
+    def drain(self) -> Iterator[pa.RecordBatch]:
+        """The output so far: committed transactions' spilled events a chunk at a time, then
+        what is in memory."""
         self.pending_bytes = 0
-        return _drain(self.sink, self.carry, self.lane_rows, self.shapes)
+        spilled, self.sink.spilled = self.sink.spilled, []
+        for spill, txn_id in spilled:
+            try:
+                for chunk in spill.chunks():
+                    if txn_id:  # as `TxnAssembler.commit` names the events it holds
+                        for ev in chunk:
+                            ev.txn_id = ev.txn_id or txn_id
+                    yield _event_batch(chunk, "event")
+                    if self.shapes:
+                        yield _shape_batch(chunk, {})
+            finally:
+                spill.drop()
+        yield from _drain(self.sink, self.carry, self.lane_rows, self.shapes)
+        done = [v for v in self.sink.value_spills if v.closed]  # their values are written out
+        for v in done:
+            self.sink.value_spills.remove(v)
+            v.drop()
 
     def stat_rows(self) -> list[dict[str, object]]:
         """The counters as output rows, each at most the int64 column's largest value: a

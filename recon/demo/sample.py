@@ -170,7 +170,9 @@ def tencent_envelopes(data: bytes, segment_bytes: int) -> list[bytes]:
     ]
 
 
-def encode_tencent(txns: list[Txn], segment_bytes: int = 300) -> Out:
+def encode_tencent(txns: list[Txn], segment_bytes: int = 300, per_message: int = 0) -> Out:
+    """`per_message`: at most this many entries a message (a transaction over several, as
+    DTS sends a large one); 0: a transaction a message."""
 
     out = Out()
     seq = 1000
@@ -232,9 +234,11 @@ def encode_tencent(txns: list[Txn], segment_bytes: int = 300) -> Out:
                 event=pb.Event(commitEvent=pb.CommitEvent(transactionId=t.gtid)),
             )
         )
-        data = pb.Entries(items=items).SerializeToString()
-        for i, env in enumerate(tencent_envelopes(data, segment_bytes)):
-            out.add(t.ts_ms + i, None, env)
+        n = per_message or len(items)
+        for k in range(0, len(items), n):
+            data = pb.Entries(items=items[k : k + n]).SerializeToString()
+            for i, env in enumerate(tencent_envelopes(data, segment_bytes)):
+                out.add(t.ts_ms + k + i, None, env)
         if t.gtid_no % 5 == 0:
             hb = pb.Entries(
                 items=[
@@ -294,7 +298,9 @@ def encode_tdsql(txns: list[Txn]) -> Out:
     return out
 
 
-def encode_canal_pb(txns: list[Txn]) -> Out:
+def encode_canal_pb(txns: list[Txn], per_message: int = 0) -> Out:
+    """`per_message`: at most this many entries a message (Canal batches entries by count, not
+    by transaction); 0: a transaction a message."""
 
     out = Out()
     sql_types = {"id": 4, "customer": 12, "amount": 3, "status": 12, "updated_at": 93, "note": -3}
@@ -358,14 +364,19 @@ def encode_canal_pb(txns: list[Txn]) -> Out:
                 storeValue=ce.TransactionEnd(transactionId=str(t.gtid_no)).SerializeToString(),
             )
         )
-        msgs = cp.Messages(batch_id=t.gtid_no, messages=[e.SerializeToString() for e in entries])
-        out.add(
-            t.ts_ms,
-            None,
-            cp.Packet(
-                version=1, type=cp.MESSAGES, body=msgs.SerializeToString()
-            ).SerializeToString(),
-        )
+        n = per_message or len(entries)
+        for k in range(0, len(entries), n):
+            msgs = cp.Messages(
+                batch_id=t.gtid_no * 1000 + k,
+                messages=[e.SerializeToString() for e in entries[k : k + n]],
+            )
+            out.add(
+                t.ts_ms + k,
+                None,
+                cp.Packet(
+                    version=1, type=cp.MESSAGES, body=msgs.SerializeToString()
+                ).SerializeToString(),
+            )
     return out
 
 
