@@ -1,6 +1,10 @@
 # The README and CI call these targets as they are.
 VENV := .venv
 PY := $(VENV)/bin/python
+# The C functions' ceiling (lizard: cyclomatic complexity, lines), the largest today's have;
+# lowered as they are split (issue: every C function at most ~60 lines, complexity 10)
+C_MAX_CCN := 55
+C_MAX_LINES := 146
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
@@ -44,6 +48,7 @@ lint:
 	$(VENV)/bin/ruff check recon jobs dags plugins tests scripts benchmarks
 	$(VENV)/bin/ruff format --check recon jobs dags plugins tests scripts benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lizard -l c -w -C $(C_MAX_CCN) -L $(C_MAX_LINES) recon/decode/formats/*.c recon/decode/formats/*.h
 
 fmt:
 	$(VENV)/bin/ruff format recon jobs dags plugins tests scripts benchmarks

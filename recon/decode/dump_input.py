@@ -36,14 +36,12 @@ import xxhash
 
 from recon.core.model import HEADER_TYPE, OUTPUT_SCHEMA, RAW_SCHEMA, RawRecord
 from recon.decode.copy_input import HASHES_SCHEMA, HASHES_WRITE, TMP_PREFIX, SkipList, kept_rows
+from recon.decode.formats.native import native_module
 from recon.decode.stream import BinaryRows, RawRun, native_column, records_from, run_columns
 from recon.decode.task_files import GroupedParquet
 from recon.faults import fail_once
 
-try:  # built by `make setup` (scripts/build-native.sh); without it the hashes are Python's
-    from recon.decode.formats import _run_hashes
-except ImportError:  # pragma: no cover - a checkout that was not set up
-    _run_hashes = None  # type: ignore[assignment]
+_run_hashes = native_module("_run_hashes")
 
 DUMP_TYPES = {
     "key": pa.binary(),

@@ -27,15 +27,13 @@ from recon.decode.base import (
     Sink,
     text_list,
 )
+from recon.decode.formats.native import native_module
 from recon.decode.lane import Image, Lane, LaneRows, opening_specs
 from recon.decode.stats import Stat, non_dml
 from recon.decode.stream import native_column
 from recon.errors import DecodeError
 
-try:  # built by `make setup` (scripts/build-native.sh); without it the lane reads in Python
-    from recon.decode.formats import _dataworks_lane as _native
-except ImportError:  # pragma: no cover - a checkout that was not set up
-    _native = None  # type: ignore[assignment]
+_native = native_module("_dataworks_lane")
 
 _TYPES = {
     "LONG": "int64",

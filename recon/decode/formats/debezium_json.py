@@ -32,16 +32,14 @@ from recon.core.values import (
     time_from_us,
 )
 from recon.decode.base import JsonStreamDecoder, PerObject, SharedMemberJson, text_or_none
+from recon.decode.formats.native import native_module
 from recon.decode.lane import Image as LaneImage
 from recon.decode.lane import Lane, LaneRows, opening_specs
 from recon.decode.stats import Stat
 from recon.decode.stream import native_column
 from recon.errors import DecodeError
 
-try:  # built by `make setup` (scripts/build-native.sh); without it the lane reads in Python
-    from recon.decode.formats import _debezium_lane as _native
-except ImportError:  # pragma: no cover - a checkout that was not set up
-    _native = None  # type: ignore[assignment]
+_native = native_module("_debezium_lane")
 
 _SNAPSHOT_TRUE = {
     "true",

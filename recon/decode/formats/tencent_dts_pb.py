@@ -22,15 +22,13 @@ from recon.core.order import binlog_file_number, binlog_key, kafka_tail, u32, u6
 from recon.core.sqlddl import split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
+from recon.decode.formats.native import native_module
 from recon.decode.lane import Image, Lane, LaneRows
 from recon.decode.stats import Stat
 from recon.decode.stream import native_column, record_at
 from recon.errors import DecodeError
 
-try:  # built by `make setup` (scripts/setup.sh); without it the lane reads in Python, slower
-    from recon.decode.formats import _tencent_lane as _native
-except ImportError:  # pragma: no cover - a checkout that was not set up
-    _native = None  # type: ignore[assignment]
+_native = native_module("_tencent_lane")
 
 # MySQL charset names -> Python codecs (formats.md 1.3: MySQL latin1 is really cp1252).
 _CHARSETS = {
