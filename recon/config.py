@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from recon.audit.rules import FINDINGS
 from recon.core.ddl import parse_create_table
+from recon.core.findings import FINDINGS
+from recon.core.limits import MAX_RECORD_BYTES, MAX_VALUE_BYTES
 from recon.core.sqlddl import TableDef
-from recon.decode.limits import MAX_RECORD_BYTES, MAX_VALUE_BYTES
 from recon.errors import ConfigError
 from recon.formats import FORMATS, Format
 from recon.layout import Layout

@@ -20,12 +20,10 @@ from recon.audit.rules import GtidSpan, PartitionKey, Run
 from recon.config import PipelineConfig
 from recon.core.watermark import GTID_SOURCE_LOWER_SQL
 from recon.decode.offset_index import acknowledged_at, earlier_intervals, hour_intervals
-from recon.decode.stage import read_counters
-from recon.decode.stats import DecodeCounters
+from recon.decode.stats import DecodeCounters, read_counters
 from recon.errors import NotDecodedError, NotMergedError
 from recon.layout import Layout, has_parquet, hour_text, read_json
-from recon.merge.result import MergeResult
-from recon.merge.stage import read_merge_result
+from recon.merge.result import MergeResult, read_merge_result
 
 SAMPLES_PER_REASON = 3
 

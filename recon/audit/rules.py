@@ -17,35 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, get_args
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from recon.core.findings import FindingKind, Severity, Verdict
 from recon.decode.stats import Stat
 
-if TYPE_CHECKING:  # the config imports FINDINGS from here: no stage modules at run time
+if TYPE_CHECKING:
     from recon.decode.stats import DecodeCounters, PartitionCounters
     from recon.merge.result import MergeResult, TableMerge
 
-FindingKind = Literal[
-    "offset_gap",
-    "duplicate",
-    "quarantined",
-    "orphan_segment",
-    "open_transaction",
-    "seq_gap",
-    "gtid_gap",
-    "reconcile_mismatch",
-    "stale",
-    "balance",
-    "not_merged",
-    "unreadable_ddl",
-    "hour_order",
-    "type_change",
-    "offset_reset",
-    "unread_file",
-]
-FINDINGS: tuple[str, ...] = get_args(FindingKind)
-Severity = Literal["warn", "fail"]
-Verdict = Literal["pass", "warn", "fail"]
 ALWAYS_FAILS: frozenset[str] = frozenset({"balance", "unreadable_ddl"})
 MAX_LISTED_GAPS = 50
 STALE_AFTER_SECONDS = 7200

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import msgspec
 import orjson
 
+from recon.core.limits import MAX_RECORD_BYTES
 from recon.core.model import Event, RawRecord
 from recon.core.sqlddl import TableDef
-from recon.decode.limits import MAX_RECORD_BYTES
 from recon.decode.stats import Stat, quarantined_because
 from recon.errors import DecodeError, shortened
 

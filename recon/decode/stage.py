@@ -38,7 +38,6 @@ from recon.decode.base import DecodeContext
 from recon.decode.connect_input import normalize
 from recon.decode.copy_input import (
     BAD_FILE,
-    CARRY_COLUMNS,
     CONTENT_HASH,
     SKIPPED,
     TMP_PREFIX,
@@ -48,6 +47,7 @@ from recon.decode.decode_tasks import TaskInput, decode_task_inputs, packed
 from recon.decode.dump_input import VALUE_BYTES_STAT, count_dump_files, dumps_in_place
 from recon.decode.dumps import check_complete, read_hour
 from recon.decode.offset_index import INTERVALS, earlier_intervals
+from recon.decode.raw_records import carried_records, hour_files
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
 from recon.decode.summary import (
@@ -80,7 +80,6 @@ from recon.layout import (
     replace_dir,
     write_json_atomic,
 )
-from recon.rawdumps import HourFiles, list_hour
 from recon.spark.session import SMALL_HOUR_BYTES, job_named, sized_for
 
 PartitionKey = tuple[str, int]
@@ -277,7 +276,7 @@ def _read_input(
         first = Window.partitionBy("topic", "partition", "offset", HASH).orderBy("ts_ms")
         one = fresh().withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
         one = one.drop("_n", HASH)
-        return one.unionByName(_carried_records(spark, carry_dir)) if carried_in else one
+        return one.unionByName(carried_records(spark, carry_dir)) if carried_in else one
 
     return _Input(
         bad, stats, cross_dups, resets, to_decode,
@@ -546,12 +545,6 @@ def _mark_seen(
     cross_dups = {k: v["dups"] for k, v in counts.items() if v["dups"]}
     resets = {k: v["resets"] for k, v in counts.items() if v["resets"]}
     return marked.where(F.col(SKIPPED)).select(*keys), cross_dups, resets
-
-
-def _carried_records(spark: SparkSession, carry_dir: Path) -> DataFrame:
-    """The previous hour's carried records, in the raw record shape, marked as carried."""
-    cols = [F.col(c).alias(raw) for c, raw in CARRY_COLUMNS.items()]
-    return spark.read.parquet(str(carry_dir)).select(*cols, F.lit(True).alias("carried"))
 
 
 def _decode_to_staging(
@@ -918,29 +911,3 @@ def _previous_carried_out(cfg: PipelineConfig, hour: datetime) -> int | None:
         return None
     doc: DecodeCounters = read_json(prev)
     return int(doc["totals"].get(Stat.RECORDS_CARRIED_OUT, 0))
-
-
-def raw_records_at(
-    spark: SparkSession, cfg: PipelineConfig, hour: datetime, coords: DataFrame
-) -> DataFrame:
-    """The raw records behind `coords` (topic, partition, offset) among the hour's dumps and the
-    records carried into it: the bytes of changes set aside after decoding (few, so the join
-    is broadcast and the dumps are scanned once)."""
-    keys = ["topic", "partition", "offset"]
-    files = normalize(spark, cfg.layout, cfg.format, cfg.dump, hour, hour_files(cfg, hour))
-    records, _ = read_hour(spark, files)
-    carry_dir = cfg.layout.carry(hour - timedelta(hours=1))
-    if has_parquet(carry_dir):
-        records = records.unionByName(_carried_records(spark, carry_dir))
-    wanted = F.broadcast(coords.select(*keys).distinct())
-    return records.join(wanted, keys, "left_semi").dropDuplicates(keys)
-
-
-def hour_files(cfg: PipelineConfig, hour: datetime) -> list[HourFiles]:
-    """The hour's dump files of every topic, in the pipeline's layout (`recon.rawdumps`)."""
-    return [list_hour(cfg.raw_path, t, hour, cfg.dump) for t in cfg.topics]
-
-
-def read_counters(cfg: PipelineConfig, hour: datetime) -> DecodeCounters:
-    counters: DecodeCounters = read_json(cfg.layout.decode_counters(hour))
-    return counters

@@ -8,10 +8,14 @@ start with `non_dml_`, so they never collide with a `Stat`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from recon.layout import read_json
+
 if TYPE_CHECKING:
+    from recon.config import PipelineConfig
     from recon.decode.summary import DecodedShapes
 
 
@@ -139,3 +143,9 @@ class DecodeCounters(TypedDict):
 
 def total(counters: DecodeCounters, stat: Stat) -> int:
     return int(counters["totals"].get(stat, 0))
+
+
+def read_counters(cfg: PipelineConfig, hour: datetime) -> DecodeCounters:
+    """What the decode of `hour` counted (`_state/<p>/decode/hour=H.json`)."""
+    counters: DecodeCounters = read_json(cfg.layout.decode_counters(hour))
+    return counters

@@ -35,15 +35,14 @@ from recon.audit.report import load_report
 from recon.config import PipelineConfig, catalog_identifier, load_config
 from recon.core.model import RawRecord
 from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
-from recon.decode.stage import read_counters
-from recon.decode.stats import Stat
+from recon.decode.stats import Stat, read_counters
 from recon.demo import sample
 from recon.demo.airflow_local import DagsTestServer, airflow_env, dags_test, migrate
 from recon.errors import ReconError
 from recon.formats import FORMAT_SPECS, FORMATS
 from recon.hours import format_hour
 from recon.layout import DEMO_DATA, PROJECT_ROOT, raw_hour_folder
-from recon.merge.stage import read_merge_result
+from recon.merge.result import read_merge_result
 from recon.ops.run import HourResult, run_hours
 from recon.publish.export import export_rows, render_value
 from recon.publish.iceberg import SHARED_CATALOG_URI, get_catalog

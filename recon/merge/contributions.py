@@ -87,22 +87,6 @@ def pk_key(img: str, pks: dict[str, list[str]]) -> Column:
     return by_key_columns(pks, lambda pk: F.to_json(F.array(*[F.col(img)[c] for c in pk])))
 
 
-def key_texts(key: Column, n: int) -> Column:
-    """The `n` texts of a `pk_key` text, as an array: what `from_json` reads of it, without
-    parsing JSON where the text has no escape (no backslash): then each text is what lies
-    between `["`, `","` and `"]` (no text holds a quote, which JSON escapes). `from_json` still
-    reads any other text (an escape, a NULL column). Merge-on-read's typed keys of a 1M-key
-    hour (its position deletes): 1.25 s against 2.75 s by `from_json` (one run each)."""
-    inner = F.substring(key, F.lit(3), F.length(key) - 4)
-    parts = F.split(inner, '","') if n > 1 else F.array(inner)
-    plain = ~key.contains("\\") & key.startswith('["') & key.endswith('"]')
-    if n == 1:
-        plain &= ~inner.contains('","')
-    else:
-        plain &= F.size(parts) == n
-    return F.when(plain, parts).otherwise(F.from_json(key, "array<string>"))
-
-
 def row_key(img: Column) -> Column:
     """A whole row as text (non-null columns, sorted by name): the identity of a multiset copy.
     NULL columns are left out, so a row written before an ADD COLUMN matches its later image.

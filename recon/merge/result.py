@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import NotRequired, TypedDict
 
+from recon.config import PipelineConfig
+from recon.layout import read_json
 from recon.merge.manifest import SnapshotInfo
+from recon.publish.result import PublishResult
 
 
 class Skipped(TypedDict):
@@ -15,19 +19,6 @@ class Skipped(TypedDict):
     """Already in the state (a re-run of an hour)."""
     uncastable: NotRequired[int]
     """Set aside: a value in the change does not fit its column (quarantined with its bytes)."""
-
-
-class PublishResult(TypedDict):
-    committed: bool
-    snapshot_id: int | None
-    files_added: NotRequired[int]
-    files_removed: NotRequired[int]
-    deletes_added: NotRequired[int]
-    """Position-delete files added (merge-on-read: the rows the new ones replace)."""
-    table: NotRequired[str]
-    uncastable: NotRequired[dict[str, int]]
-    """Column -> values that do not fit its published type (published as NULL)."""
-    duplicate_keys: NotRequired[int]
 
 
 class TableMerge(TypedDict):
@@ -80,3 +71,9 @@ class MergeResult(TypedDict):
     """Changes of tables the pipeline does not publish."""
     ddl_not_configured: int
     snapshot: SnapshotInfo | None
+
+
+def read_merge_result(cfg: PipelineConfig, hour: datetime) -> MergeResult:
+    """What the merge of `hour` left (`_state/<p>/merge/hours/hour=H.json`)."""
+    result: MergeResult = read_json(cfg.layout.merge_result(hour))
+    return result

@@ -73,7 +73,7 @@ from recon.merge.manifest import (
     state_rows,
     unloaded_snapshot_bytes,
 )
-from recon.merge.result import MergeResult, PublishResult, TableMerge
+from recon.merge.result import MergeResult, TableMerge
 from recon.merge.schemas import (
     HourSummary,
     normalize_image,
@@ -119,6 +119,7 @@ from recon.publish.iceberg import (
     published_types,
     unfit_value_checks,
 )
+from recon.publish.result import PublishResult
 from recon.spark.session import (
     SMALL_HOUR_BYTES,
     SMALL_HOUR_ROWS,
@@ -880,8 +881,3 @@ def check_state_matches_tables(
 
 def _changes(ops: dict[str, int]) -> int:
     return sum(n for op, n in ops.items() if op != "ddl")
-
-
-def read_merge_result(cfg: PipelineConfig, hour: datetime) -> MergeResult:
-    result: MergeResult = read_json(cfg.layout.merge_result(hour))
-    return result

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
 from recon.core.schema import DECIMAL_RE, TableSchema
-from recon.decode.stage import raw_records_at
+from recon.decode.raw_records import raw_records_at
 from recon.decode.value_classes import ALL
 from recon.layout import partition_folder
 from recon.publish.iceberg import cast_type, unfit_value_checks

@@ -33,7 +33,7 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table import _parquet_files_to_data_files as to_data_files
 from pyiceberg.table.update.snapshot import ManageSnapshots
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -42,9 +42,8 @@ from recon.core.schema import TableSchema, cast_expr, spark_type, widens
 from recon.errors import ConfigError, NoVersionAtHourError, ReconError, TableNotPublishedError
 from recon.faults import checkpoint
 from recon.layout import read_json, table_data_run
-from recon.merge.contributions import key_texts
-from recon.merge.result import PublishResult
 from recon.publish.deletes import FileChanges, live_positions, replace_files, write_delete_files
+from recon.publish.result import PublishResult
 from recon.spark.session import job_named, sql_conf
 
 META_COLUMNS = ["_cdc_order_key", "_cdc_source_ts", "_cdc_op", "_cdc_bucket"]
@@ -661,3 +660,20 @@ def history(table: Table) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def key_texts(key: Column, n: int) -> Column:
+    """The `n` texts of a key's text in the merge state (`recon.merge.contributions.pk_key`),
+    as an array: what `from_json` reads of it, without
+    parsing JSON where the text has no escape (no backslash): then each text is what lies
+    between `["`, `","` and `"]` (no text holds a quote, which JSON escapes). `from_json` still
+    reads any other text (an escape, a NULL column). Merge-on-read's typed keys of a 1M-key
+    hour (its position deletes): 1.25 s against 2.75 s by `from_json` (one run each)."""
+    inner = F.substring(key, F.lit(3), F.length(key) - 4)
+    parts = F.split(inner, '","') if n > 1 else F.array(inner)
+    plain = ~key.contains("\\") & key.startswith('["') & key.endswith('"]')
+    if n == 1:
+        plain &= ~inner.contains('","')
+    else:
+        plain &= F.size(parts) == n
+    return F.when(plain, parts).otherwise(F.from_json(key, "array<string>"))

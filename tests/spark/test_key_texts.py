@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from recon.merge.contributions import key_texts
+from recon.publish.iceberg import key_texts
 
 # texts made of the characters that matter: quotes, backslashes, commas, brackets, control
 # and non-ASCII characters, and the pieces `key_texts` cuts at

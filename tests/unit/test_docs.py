@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from recon import config
-from recon.audit.rules import FINDINGS
 from recon.cli import build_parser
+from recon.core.findings import FINDINGS
 from recon.formats import FORMATS
 from recon.rawdumps import LAYOUTS
 from tests.conftest import ROOT

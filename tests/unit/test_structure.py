@@ -170,3 +170,80 @@ def test_the_c_functions_over_the_limits_do_not_grow() -> None:
         if fn.cyclomatic_complexity > 10 or fn.length > MAX_FUNCTION_LINES
     ]
     assert C_SOURCES and len(over) <= C_OVER_LIMIT, "\n".join(over)
+
+
+LAYERS = [
+    "recon",  # its version
+    "recon.errors", "recon.rawdumps", "recon.faults", "recon.sparkconf", "recon.sparkpath",
+    "recon.appsocket", "recon.layout", "recon.core", "recon.formats", "recon.hours",
+    "recon.config", "recon.spark", "recon.decode", "recon.publish", "recon.merge", "recon.audit",
+    "recon.ops", "recon.airflow", "recon.demo", "recon.cli",
+]  # fmt: skip
+"""The package's parts from the bottom up (architecture.md): each imports only those before it
+(a stage hands its results up through its contract modules: `decode.stats`, `merge.result`,
+`publish.result`)."""
+ORCHESTRATORS = ("recon.ops", "recon.cli", "recon.airflow", "recon.demo")
+"""The parts that run the stages (`stage.py` is theirs to import)."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _part(module: str) -> str:
+    return max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+
+
+def _import_edges() -> Iterator[tuple[str, str, str]]:
+    """(importer, imported, where) of every import of a recon module that runs (not under
+    TYPE_CHECKING), at any depth in the file."""
+    known = {_module_name(f) for f in _modules(PACKAGE)}
+    for f in _modules(PACKAGE):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        skip = _type_checking_lines(tree)
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known
+                         else node.module for a in node.names]  # fmt: skip
+            for n in names:
+                if n in known and n != _module_name(f):
+                    yield _module_name(f), n, f"{f.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_no_import_runs_up_the_layers_or_into_another_packages_stage() -> None:
+    bad = []
+    for a, b, where in _import_edges():
+        pa, pb = _part(a), _part(b)
+        if pa != pb and LAYERS.index(pb) > LAYERS.index(pa):
+            bad.append(f"{where}: {a} imports {b}, a layer above it")
+        if pa != pb and b.endswith(".stage") and pa not in ORCHESTRATORS:
+            bad.append(f"{where}: {a} imports {b}, another package's stage")
+    assert not bad, "\n".join(bad)
+
+
+def test_there_is_no_import_circle() -> None:
+    graph: dict[str, set[str]] = {}
+    for a, b, _ in _import_edges():
+        graph.setdefault(a, set()).add(b)
+    circles = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                circles.append(" -> ".join([*path[path.index(n) :], n]))
+            elif n not in state:
+                visit(n, [*path, n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not circles, "\n".join(circles)

@@ -2,17 +2,15 @@
 dumps' content hashes (`_run_hashes.c`), compiled by the packaging (`setup.py`'s
 `ext_modules`: `pip install .`, `pip wheel .`, `make setup`).
 
-A module that is missing is said once, loudly, on stderr and in the log: decoding still gives
+A module that is missing is said once, loudly, on stderr (a task's log): decoding still gives
 the same rows (every format's decoder reads every record), several times slower."""
 
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 from types import ModuleType
 
-log = logging.getLogger(__name__)
 _said: set[str] = set()
 
 
@@ -28,6 +26,5 @@ def native_module(name: str) -> ModuleType | None:
                 "without it, several times slower: run `make setup` (or `pip install .`, "
                 "with a C compiler and Python's headers)"
             )
-            log.warning(msg)
             print(msg, file=sys.stderr)
         return None
