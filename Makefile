@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: setup demo test test-fast lint fmt clean airflow pack bench sanitize
+.PHONY: setup demo test test-fast test-unit lint fmt clean airflow pack bench sanitize
 
 setup:
 	bash scripts/setup.sh
@@ -34,6 +34,11 @@ sanitize: setup
 # Everything but the end-to-end tests (tests/e2e, marked slow): a quick check while working.
 test-fast: setup lint
 	bash scripts/run-tests.sh -m "not slow"
+
+# The unit tests alone: no Spark, no Airflow, a tenth of each property test's examples (under a
+# minute; `make test` runs them all in full).
+test-unit:
+	RECON_QUICK_TESTS=1 bash scripts/run-tests.sh tests/unit -q -p no:randomly -m "not slow"
 
 # Airflow with a scheduler and the UI (http://localhost:8080) on this machine.
 airflow: setup

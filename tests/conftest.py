@@ -9,6 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "tests" / "data" / "cdc-vectors"  # copied in, with its README and sources
+pytest_plugins = [
+    "tests.support.position_deletes"
+]  # its `table` fixture, for the unit and Spark tests
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -19,15 +19,12 @@ from recon.core.model import RawRecord
 from recon.demo import sample
 from recon.demo.airflow_local import airflow_env, dags_test, migrate
 from recon.demo.demo import write_dump
+from recon.hours import format_hour
 from recon.publish.export import export_rows
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 
 START = datetime(2026, 6, 1, 0, tzinfo=UTC)
 H0, H1 = START, START + timedelta(hours=1)
-
-
-def _h(h: datetime) -> str:
-    return h.strftime("%Y-%m-%dT%H")
 
 
 def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> None:
@@ -44,32 +41,45 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     )
     migrate(env)
     for h in (H0, H1):
-        state = dags_test(env, "recon_af", _h(h), log=tmp_path / f"dag-{_h(h)}.log")
-        assert state == "success", (tmp_path / f"dag-{_h(h)}.log").read_text()[-3000:]
+        state = dags_test(
+            env, "recon_af", format_hour(h), log=tmp_path / f"dag-{format_hour(h)}.log"
+        )
+        assert state == "success", (tmp_path / f"dag-{format_hour(h)}.log").read_text()[-3000:]
     _stages_reported_their_lineage(lineage_file, tmp_path)
     # issue 13 item 7: each stage task logs its structured summary after spark-submit's folded
     # output, with the library's progress line inside it
-    log = (tmp_path / f"dag-{_h(H1)}.log").read_text()
+    log = (tmp_path / f"dag-{format_hour(H1)}.log").read_text()
     # the stages ran in the run's one Spark application (its setup task started it, its
     # teardown stopped it), not a spark-submit each
     assert "::group::merge_publish in the run's Spark application" in log
     assert "::group::spark-submit" not in log
     assert "the run's Spark application stopped" in log
-    assert f"recon.ops.run: merge: hour 1 of 1 ({_h(H1)}) done" in log
+    assert f"recon.ops.run: merge: hour 1 of 1 ({format_hour(H1)}) done" in log
     summaries = [json.loads(m) for m in re.findall(r"recon-summary (\{.*?\})(?:\s|$)", log)]
     merge = next(x for x in summaries if x["stage"] == "merge")
-    assert merge["hours"] == [_h(H1)] and merge["pipeline"] == "af" and merge["records"] > 0
+    assert (
+        merge["hours"] == [format_hour(H1)] and merge["pipeline"] == "af" and merge["records"] > 0
+    )
     # the same dump through `recon run`, in another warehouse
     run_cfg = write_canal_pipeline(
         tmp_path / "direct", "af", tmp_path / "raw", tmp_path / "wh_run", START
     )
-    assert main(["run", "--pipeline", str(run_cfg), "--from", _h(H0), "--to", _h(H1)]) == 0
+    assert (
+        main(
+            ["run", "--pipeline", str(run_cfg), "--from", format_hour(H0), "--to", format_hour(H1)]
+        )
+        == 0
+    )
     dag_rows = list(export_rows(load_config(dag_cfg), "shop.orders"))
     run_rows = list(export_rows(load_config(run_cfg), "shop.orders"))
     assert dag_rows == run_rows and len(dag_rows) >= 3
     for h in (H0, H1):
-        a = json.loads((tmp_path / "wh_dag" / "audit" / "af" / _h(h) / "report.json").read_text())
-        b = json.loads((tmp_path / "wh_run" / "audit" / "af" / _h(h) / "report.json").read_text())
+        a = json.loads(
+            (tmp_path / "wh_dag" / "audit" / "af" / format_hour(h) / "report.json").read_text()
+        )
+        b = json.loads(
+            (tmp_path / "wh_run" / "audit" / "af" / format_hour(h) / "report.json").read_text()
+        )
         assert a["verdict"] == b["verdict"] == "pass"
         assert a["tables"]["shop.orders"]["checksum"] == b["tables"]["shop.orders"]["checksum"]
         assert a["identity"]["balanced"] and a["input"] == b["input"]
@@ -82,22 +92,30 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     ).fetchall()
     assert [name for name, _ in events] == ["recon.af.shop.orders"] * 2
     extras = [json.loads(x) for _, x in events]
-    assert [(x["hour"], x["verdict"]) for x in extras] == [(_h(H0), "pass"), (_h(H1), "pass")]
+    assert [(x["hour"], x["verdict"]) for x in extras] == [
+        (format_hour(H0), "pass"),
+        (format_hour(H1), "pass"),
+    ]
     assert extras[-1]["rows"] == len(dag_rows)
     # a manual run with the trigger form's rebuild: the state is dropped and every decoded hour
     # merged again; the published table is the same
-    h0_result = tmp_path / "wh_dag" / "_state" / "af" / "merge" / "hours" / f"hour={_h(H0)}.json"
+    h0_result = (
+        tmp_path / "wh_dag" / "_state" / "af" / "merge" / "hours" / f"hour={format_hour(H0)}.json"
+    )
     h0_run = json.loads(h0_result.read_text())["run_id"]
     log = tmp_path / "dag-rebuild.log"
     params = {"tables": ["shop.orders"], "rebuild_from_snapshot": True}
-    assert dags_test(env, "recon_af", _h(H1), log=log, params=params) == "success", log.read_text()[
-        -3000:
-    ]
+    assert dags_test(env, "recon_af", format_hour(H1), log=log, params=params) == "success", (
+        log.read_text()[-3000:]
+    )
     assert list(export_rows(load_config(dag_cfg), "shop.orders")) == run_rows
     man = json.loads(
         (tmp_path / "wh_dag" / "_state" / "af" / "merge" / "manifest.json").read_text()
     )
-    assert man["reset"]["tables"] == ["shop.orders"] and man["hours"] == [_h(H0), _h(H1)]
+    assert man["reset"]["tables"] == ["shop.orders"] and man["hours"] == [
+        format_hour(H0),
+        format_hour(H1),
+    ]
     assert json.loads(h0_result.read_text())["run_id"] != h0_run  # hour 0 was merged again
 
 
@@ -132,7 +150,7 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
     migrate(env)
     log = tmp_path / "dag.log"
-    assert dags_test(env, "recon_af", _h(H0), log=log) == "failed", log.read_text()[-3000:]
+    assert dags_test(env, "recon_af", format_hour(H0), log=log) == "failed", log.read_text()[-3000:]
     # the audit ran in the run's Spark application and failed there; a failed stage stops the
     # application, so a retry (or a clear) starts from a fresh process
     text = log.read_text()
@@ -140,7 +158,9 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     assert "audit exited 3 in the run's Spark application" in text  # a verdict, not an error
     assert "audit verdict fail for hour(s)" in text
     assert "stopped the run's Spark application after the failed stage" in text
-    report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
+    report = json.loads(
+        (tmp_path / "wh" / "audit" / "af" / format_hour(H0) / "report.json").read_text()
+    )
     assert report["verdict"] == "fail"  # the garbage record is quarantined
     import sqlite3
 
@@ -173,7 +193,9 @@ def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
     env = dict(airflow_env(tmp_path / "airflow", tmp_path / "pipelines"), **setting)
     migrate(env)
     log = tmp_path / "dag.log"
-    assert dags_test(env, "recon_af", _h(H0), log=log) == "success", log.read_text()[-3000:]
+    assert dags_test(env, "recon_af", format_hour(H0), log=log) == "success", log.read_text()[
+        -3000:
+    ]
     text = log.read_text()
     if "RECON_SPARK_APP_PER_RUN" in setting:
         assert "RECON_SPARK_APP_PER_RUN is off: each stage runs its own spark-submit" in text
@@ -190,7 +212,9 @@ def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
         assert folders and not any(Path(p).exists() for p in folders), folders
     for stage in ("decode", "merge_publish", "audit"):
         assert f"::group::spark-submit {stage}" in text
-    report = json.loads((tmp_path / "wh" / "audit" / "af" / _h(H0) / "report.json").read_text())
+    report = json.loads(
+        (tmp_path / "wh" / "audit" / "af" / format_hour(H0) / "report.json").read_text()
+    )
     assert report["verdict"] == "pass" and report["identity"]["balanced"]
     assert len(list(export_rows(load_config(cfg), "shop.orders"))) >= 3
     import sqlite3
@@ -307,7 +331,10 @@ def _forked_runs_share_applications(
         with ThreadPoolExecutor(2) as pool:
             states = dict(
                 pool.map(
-                    lambda n: (n, dags_test(env, f"recon_{n}", _h(H0), log=logs[n], server=server)),
+                    lambda n: (
+                        n,
+                        dags_test(env, f"recon_{n}", format_hour(H0), log=logs[n], server=server),
+                    ),
                     ["fa", "fb", "fc"],
                 )
             )
@@ -316,7 +343,9 @@ def _forked_runs_share_applications(
         text = logs[n].read_text()
         assert f"DagRun Finished: dag_id=recon_{n}" in text
         assert "::group::merge_publish in the run's Spark application" in text
-        report = json.loads((tmp_path / "wh" / "audit" / n / _h(H0) / "report.json").read_text())
+        report = json.loads(
+            (tmp_path / "wh" / "audit" / n / format_hour(H0) / "report.json").read_text()
+        )
         assert report["verdict"] == "pass" and report["identity"]["balanced"]
     assert "audit exited 3 in the run's Spark application" in logs["fc"].read_text()
     # two runs at once, an application each; the third took one freed, and stopped it
@@ -331,8 +360,8 @@ def _forked_runs_share_applications(
     assert server.proc.returncode == 0  # it ended when its input closed, its runs done
     # closed: the next run is its own `airflow` process (unreachable here: the error says so)
     with pytest.raises(Exception, match="nonexistent"):
-        dags_test(env, "recon_fa", _h(H0), server=server)
+        dags_test(env, "recon_fa", format_hour(H0), server=server)
     monkeypatch.setattr(airflow_local, "_airflow", real_airflow)
     again = tmp_path / "again.log"
-    assert dags_test(env, "recon_fa", _h(H0), log=again, server=server) == "success"
+    assert dags_test(env, "recon_fa", format_hour(H0), log=again, server=server) == "success"
     assert _app_of(again) == ("taken", left)  # an `airflow` process of its own takes it too

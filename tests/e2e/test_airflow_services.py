@@ -21,6 +21,7 @@ import pytest
 from recon.airflow.ui import run_prefix
 from recon.cli import main
 from recon.config import load_config
+from recon.hours import format_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
 from tests.support.airflow_services import PASSWORD, USER, AirflowServices
@@ -33,10 +34,6 @@ START = NOW - timedelta(hours=3)
 HOURS = [START + timedelta(hours=i) for i in range(3)]
 DAG = "recon_bf"
 CATALOG_PW = "RECON_TEST_CATALOG_PASSWORD"
-
-
-def _h(h: datetime) -> str:
-    return h.strftime("%Y-%m-%dT%H")
 
 
 def _backfill_runs(af: AirflowServices) -> list[dict]:
@@ -127,17 +124,32 @@ def test_backfill_of_three_hours_equals_recon_run(
     af, tmp, pg = backfilled
     runs = _backfill_runs(af)
     # each run processed its own data interval: a real one-hour interval per scheduled hour
-    assert [x["data_interval_start"][:13] for x in runs] == [_h(h) for h in HOURS]
+    assert [x["data_interval_start"][:13] for x in runs] == [format_hour(h) for h in HOURS]
     direct = write_canal_pipeline(tmp / "direct", "bf", tmp / "raw", tmp / "wh_run", START)
     assert (
-        main(["run", "--pipeline", str(direct), "--from", _h(HOURS[0]), "--to", _h(HOURS[-1])]) == 0
+        main(
+            [
+                "run",
+                "--pipeline",
+                str(direct),
+                "--from",
+                format_hour(HOURS[0]),
+                "--to",
+                format_hour(HOURS[-1]),
+            ]
+        )
+        == 0
     )
     dag_rows = list(export_rows(load_config(tmp / "pipelines" / "bf.yaml"), "shop.orders"))
     run_rows = list(export_rows(load_config(direct), "shop.orders"))
     assert dag_rows == run_rows and len(dag_rows) >= 3
     for h in HOURS:
-        a = json.loads((tmp / "wh_dag" / "audit" / "bf" / _h(h) / "report.json").read_text())
-        b = json.loads((tmp / "wh_run" / "audit" / "bf" / _h(h) / "report.json").read_text())
+        a = json.loads(
+            (tmp / "wh_dag" / "audit" / "bf" / format_hour(h) / "report.json").read_text()
+        )
+        b = json.loads(
+            (tmp / "wh_run" / "audit" / "bf" / format_hour(h) / "report.json").read_text()
+        )
         assert a["verdict"] == b["verdict"]
         assert a["tables"]["shop.orders"]["checksum"] == b["tables"]["shop.orders"]["checksum"]
         assert a["input"] == b["input"] and a["identity"]["balanced"]
@@ -147,8 +159,8 @@ def test_backfill_of_three_hours_equals_recon_run(
     # retention_hours 2: each run's expire task kept the last two hours' versions, freed hour 0's
     versions = load_table(load_config(tmp / "pipelines" / "bf.yaml"), "shop.orders").snapshots()
     assert {v.summary.additional_properties["recon.hour"] for v in versions} == {
-        _h(HOURS[1]),
-        _h(HOURS[2]),
+        format_hour(HOURS[1]),
+        format_hour(HOURS[2]),
     }
     for x in runs:
         tis = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{x['dag_run_id']}/taskInstances")
@@ -171,7 +183,7 @@ def test_verdicts_in_the_airflow_ui(backfilled: tuple[AirflowServices, Path, Pos
     af, tmp, _ = backfilled
     run = _backfill_runs(af)[1]
     report = json.loads(
-        (tmp / "wh_dag" / "audit" / "bf" / _h(HOURS[1]) / "report.json").read_text()
+        (tmp / "wh_dag" / "audit" / "bf" / format_hour(HOURS[1]) / "report.json").read_text()
     )
     views = {
         v["destination"]: v["href"]
@@ -198,8 +210,8 @@ def test_verdicts_in_the_airflow_ui(backfilled: tuple[AirflowServices, Path, Pos
             60, "the run's report inside the UI",
         )  # fmt: skip
         assert f"{DAG}: run {run['dag_run_id']}" in frame
-        assert f"{_h(HOURS[1])}: {report['verdict'].upper()}" in frame
-        assert _h(HOURS[0]) not in frame  # only the hour this run merged
+        assert f"{format_hour(HOURS[1])}: {report['verdict'].upper()}" in frame
+        assert format_hour(HOURS[0]) not in frame  # only the hour this run merged
         # the DAG view lists every hour with its verdict
         b.goto(f"{af.url}/dags/{DAG}/plugin/recon-dag")
         b.wait_for("!!document.querySelector('iframe')")
@@ -207,7 +219,7 @@ def test_verdicts_in_the_airflow_ui(backfilled: tuple[AirflowServices, Path, Pos
             lambda: next((t for t in b.frame_texts() if "audit per hour" in t), None), 60
         )
         for h in HOURS:
-            assert _h(h) in listing
+            assert format_hour(h) in listing
         assert listing.count(report["verdict"].upper()) >= 1
     finally:
         b.close()
@@ -226,15 +238,15 @@ def test_plugin_files_only_under_the_audit_root(
 ) -> None:
     af, tmp, _ = backfilled
     token = af.token()
-    ok, body = _raw_get(af, f"/recon/files/bf/{_h(HOURS[0])}/report.json", token)
-    assert ok == 200 and json.loads(body)["hour"] == _h(HOURS[0])
-    assert _raw_get(af, f"/recon/files/bf/{_h(HOURS[0])}/report.json", None)[0] == 401
+    ok, body = _raw_get(af, f"/recon/files/bf/{format_hour(HOURS[0])}/report.json", token)
+    assert ok == 200 and json.loads(body)["hour"] == format_hour(HOURS[0])
+    assert _raw_get(af, f"/recon/files/bf/{format_hour(HOURS[0])}/report.json", None)[0] == 401
     (tmp / "wh_dag" / "secret.txt").write_text("not a report")
     for path in (
         "/recon/files/bf/../secret.txt",
         "/recon/files/bf/%2e%2e/secret.txt",
         "/recon/files/bf/..%2F..%2Fsecret.txt",
-        f"/recon/files/bf/{_h(HOURS[0])}/../../secret.txt",
+        f"/recon/files/bf/{format_hour(HOURS[0])}/../../secret.txt",
     ):
         status, body = _raw_get(af, path, token)
         assert status == 403 and "refused" in body, (path, status, body)
@@ -255,7 +267,7 @@ def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
     except urllib.error.HTTPError as err:
         assert err.code == 400 and "hour" in err.read().decode()
     _drop_scheduled_runs(af)
-    report = tmp / "wh_dag" / "audit" / "bf" / _h(HOURS[2]) / "report.json"
+    report = tmp / "wh_dag" / "audit" / "bf" / format_hour(HOURS[2]) / "report.json"
     written = json.loads(report.read_text())["generated_at"]
     # the hour as Airflow shows a logical date (an ISO datetime): taken as its hour
     iso = (HOURS[2] + timedelta(minutes=30)).isoformat()
@@ -276,7 +288,7 @@ def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
     rewritten = json.loads(report.read_text())
     assert rewritten["generated_at"] >= written
     # the report says which run rewrote it, so that run's tab in the UI shows it
-    assert rewritten["audited_by"] == run_prefix(run["dag_run_id"]) + _h(HOURS[2])
+    assert rewritten["audited_by"] == run_prefix(run["dag_run_id"]) + format_hour(HOURS[2])
     assert rewritten["run_id"] != rewritten["audited_by"]  # the merge was another run's
     xcom = af.api(
         "GET",
@@ -284,4 +296,8 @@ def test_a_manual_run_without_logical_date_takes_its_hour_from_the_form(
         "?deserialize=true&stringify=false",
     )["value"]
     xcom = json.loads(xcom) if isinstance(xcom, str) else xcom
-    assert (xcom["from"], xcom["to"], xcom["audit_only"]) == (_h(HOURS[2]), _h(HOURS[2]), True)
+    assert (xcom["from"], xcom["to"], xcom["audit_only"]) == (
+        format_hour(HOURS[2]),
+        format_hour(HOURS[2]),
+        True,
+    )

@@ -21,14 +21,14 @@ import pytest
 
 from recon.cli import main
 from tests.support.builders import write_pipeline
-from tests.unit.test_vectors import (
+from tests.support.vectors import (
     FOLDER_FORMAT,
     WITH_EXPECTED,
-    _events,
-    _expected_lines,
-    _norm,
-    _ours,
+    as_ours,
+    decoded_events,
+    expected_table_lines,
     load_values,
+    normalized,
     sequence_entries,
 )
 
@@ -124,7 +124,7 @@ def test_recon_run_and_export_reproduce_the_expected_state(
     routed = ROUTED.get(Path(entry["file"]).name, {})
     expected_lines = [
         dict(x, table=routed[x["table"]][0]) if x["table"] in routed else x
-        for x in _expected_lines(entry)
+        for x in expected_table_lines(entry)
     ]
     tables = sorted({x["table"] for x in expected_lines})
     routes = {name: tcfg for name, tcfg in routed.values()}
@@ -150,7 +150,7 @@ def test_recon_run_and_export_reproduce_the_expected_state(
     (folder / "_SUCCESS").write_text("")
     # where a message states no key, the upstream test's table gives it: the first column
     first_col = {x["table"]: next(iter(x["row"])) for x in expected_lines}
-    events, _ = _events(entry, primary_keys=False)  # the keys the messages themselves state
+    events, _ = decoded_events(entry, primary_keys=False)  # the keys the messages themselves state
     keyed = {f"{e['db']}.{e['tbl']}" for e in events if e["pk"]}
     cfg_file = write_pipeline(
         tmp_path / "vectors.yaml",
@@ -184,18 +184,18 @@ def test_recon_run_and_export_reproduce_the_expected_state(
         exp = sorted(
             (
                 tuple(
-                    _num(_norm(r.get(c), t_types.get(c, "unknown"), fmt), t_types.get(c, ""))
+                    _num(normalized(r.get(c), t_types.get(c, "unknown"), fmt), t_types.get(c, ""))
                     for c in cols
                 )
                 for r in exp_rows
             ),
             key=repr,
         )
-        shape = tuple(_norm(exp_rows[0].get(c), t_types.get(c, "unknown"), fmt) for c in cols)
+        shape = tuple(normalized(exp_rows[0].get(c), t_types.get(c, "unknown"), fmt) for c in cols)
         ours = sorted(
             (
                 tuple(
-                    _num(_ours(_canonical(r.get(c)), e), t_types.get(c, ""))
+                    _num(as_ours(_canonical(r.get(c)), e), t_types.get(c, ""))
                     for c, e in zip(cols, shape, strict=True)
                 )
                 for r in got_rows

@@ -19,10 +19,8 @@ from recon.appsocket import END_MARK, AppGone, reachable, request, wait_ready
 from recon.layout import APP_JOB
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
-from tests.spark.test_crash import HOUR0, HOUR1
-from tests.spark.test_merge import H0, hour
 from tests.support.builders import pipeline
-from tests.support.merge import write_hour
+from tests.support.merge import H0, HOUR0, HOUR1, hour, write_hour
 
 TABLES = {"s.a": {"primary_key": ["id"]}}
 

@@ -19,14 +19,11 @@ from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.demo import sample
 from recon.demo.demo import write_dump
+from recon.hours import format_hour
 from tests.support.builders import edit_pipeline, write_pipeline
 
 START = datetime(2026, 5, 1, 0, tzinfo=UTC)
 H0, H1, H2 = (START + timedelta(hours=i) for i in range(3))
-
-
-def _h(h: datetime) -> str:
-    return h.strftime("%Y-%m-%dT%H")
 
 
 def _setup(
@@ -58,15 +55,15 @@ def _run(cfg: Path, hours: int = 2) -> int:
             "--pipeline",
             str(cfg),
             "--from",
-            _h(H0),
+            format_hour(H0),
             "--to",
-            _h(START + timedelta(hours=hours - 1)),
+            format_hour(START + timedelta(hours=hours - 1)),
         ]
     )
 
 
 def _report(tmp: Path, h: datetime) -> dict[str, Any]:
-    d = tmp / "wh" / "audit" / "aud" / _h(h)
+    d = tmp / "wh" / "audit" / "aud" / format_hour(h)
     assert (d / "report.html").is_file()
     return dict(json.loads((d / "report.json").read_text()))
 
@@ -95,16 +92,16 @@ def test_a_clean_run_balances_and_passes(spark, tmp_path: Path, capsys) -> None:
         assert r["input"]["partitions"][0]["offset_gaps"] == []
         assert r["decoding"]["counters"]["tombstones"] > 0  # Debezium's, counted as control
     # the audit table has one row per hour, and re-running an hour replaces its row
-    assert main(["audit", "--pipeline", str(cfg), "--hour", _h(H1)]) == 0
+    assert main(["audit", "--pipeline", str(cfg), "--hour", format_hour(H1)]) == 0
     from recon.publish.iceberg import get_catalog
 
     rows = get_catalog(load_config(cfg)).load_table(("aud__recon_audit", "hours")).scan()
     got = sorted((r["hour"], r["verdict"]) for r in rows.to_arrow().to_pylist())
-    assert got == [(_h(H0), "pass"), (_h(H1), "pass")]
+    assert got == [(format_hour(H0), "pass"), (format_hour(H1), "pass")]
     capsys.readouterr()
-    assert main(["report", "--pipeline", str(cfg), "--hour", _h(H1)]) == 0
+    assert main(["report", "--pipeline", str(cfg), "--hour", format_hour(H1)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"aud {_h(H1)}: PASS") and "identity balances" in out
+    assert out.startswith(f"aud {format_hour(H1)}: PASS") and "identity balances" in out
 
 
 def test_the_newest_source_time_is_the_decodes_count_or_else_read_from_the_events(
@@ -128,7 +125,7 @@ def test_the_newest_source_time_is_the_decodes_count_or_else_read_from_the_event
         assert shown == iso_ms(newest["shop.orders"])
     del counters["newest_event_ms"]
     layout.decode_counters(H1).write_text(json.dumps(counters))
-    assert main(["audit", "--pipeline", str(cfg), "--hour", _h(H1)]) == 0
+    assert main(["audit", "--pipeline", str(cfg), "--hour", format_hour(H1)]) == 0
     assert _report(tmp_path, H1)["tables"]["shop.orders"]["newest_source_time"] == shown
 
 
@@ -154,10 +151,12 @@ def test_gap_duplicate_and_garbage_are_named_and_fail_the_hour(spark, tmp_path: 
     samples = r1["decoding"]["quarantine_samples"]
     assert any(s["offset"] == garbage.offset for v in samples.values() for s in v)
     assert r1["identity"]["balanced"] is True  # faults in the input, but every record accounted
-    page = tmp_path / "wh" / "audit" / "aud" / _h(H1) / "report.html"
+    page = tmp_path / "wh" / "audit" / "aud" / format_hour(H1) / "report.html"
     assert _verdict_in_chromium(page, tmp_path) == "FAIL"
     assert (
-        _verdict_in_chromium(tmp_path / "wh" / "audit" / "aud" / _h(H0) / "report.html", tmp_path)
+        _verdict_in_chromium(
+            tmp_path / "wh" / "audit" / "aud" / format_hour(H0) / "report.html", tmp_path
+        )
         == "PASS"
     )
 
@@ -272,11 +271,11 @@ def test_an_identity_that_does_not_balance_fails(spark, tmp_path: Path) -> None:
     cfg = _setup(tmp_path, "debezium_json", _records("debezium_json"), audit={"fail_on": []})
     assert _run(cfg) == 0
     # an hour whose merge lost events (here: its result file says fewer were seen)
-    f = tmp_path / "wh" / "_state" / "aud" / "merge" / "hours" / f"hour={_h(H1)}.json"
+    f = tmp_path / "wh" / "_state" / "aud" / "merge" / "hours" / f"hour={format_hour(H1)}.json"
     doc = json.loads(f.read_text())
     doc["tables"]["shop.orders"]["changes_by_op"]["insert"] -= 1
     f.write_text(json.dumps(doc))
-    assert main(["audit", "--pipeline", str(cfg), "--hour", _h(H1)]) == 1
+    assert main(["audit", "--pipeline", str(cfg), "--hour", format_hour(H1)]) == 1
     r = _report(tmp_path, H1)
     assert r["verdict"] == "fail" and _kinds(r)["balance"] == "fail"
     assert r["identity"]["events"]["balanced"] is False
@@ -295,11 +294,11 @@ def test_hours_run_out_of_order_fail_with_hour_order(spark, tmp_path: Path) -> N
     # before (whose open transactions it would need) and merged with an earlier hour missing
     cfg = _setup(tmp_path, "tdsql_json", _records("tdsql_json"))
     edit_pipeline(cfg, tables={"shop.orders": {"ddl": sample.CREATE_SQL}})
-    assert main(["run", "--pipeline", str(cfg), "--from", _h(H1)]) == 1
+    assert main(["run", "--pipeline", str(cfg), "--from", format_hour(H1)]) == 1
     r1 = _report(tmp_path, H1)
     msgs = [f["message"] for f in r1["findings"] if f["kind"] == "hour_order"]
     assert r1["verdict"] == "fail" and len(msgs) == 2, r1["findings"]
-    assert "not decoded first" in msgs[0] and f"({_h(H0)})" in msgs[1]
+    assert "not decoded first" in msgs[0] and f"({format_hour(H0)})" in msgs[1]
     # run in order, the same hours pass
     assert _run(cfg) == 0
     assert _report(tmp_path, H1)["verdict"] == "pass"

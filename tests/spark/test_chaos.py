@@ -21,6 +21,7 @@ from recon.config import load_config
 from recon.demo import sample
 from recon.demo.demo import write_dump
 from recon.faults import DECODE_POINTS, POINTS
+from recon.hours import format_hour
 from recon.merge.manifest import load_manifest
 from recon.publish.export import export_rows
 from tests.support.builders import write_pipeline
@@ -29,10 +30,6 @@ START = datetime(2026, 6, 1, 0, tzinfo=UTC)
 HOURS = [START + timedelta(hours=i) for i in range(3)]
 FMT = "debezium_json"
 TABLE = "shop.orders"
-
-
-def _h(h: datetime) -> str:
-    return h.strftime("%Y-%m-%dT%H")
 
 
 def _pipeline(tmp: Path, name: str) -> Path:
@@ -95,7 +92,7 @@ def _ok(*args: str) -> None:
 
 
 def _stage(stage: str, cfg: Path, h: datetime, run_id: str) -> list[str]:
-    return [stage, "--pipeline", str(cfg), "--hour", _h(h), "--run-id", run_id]
+    return [stage, "--pipeline", str(cfg), "--hour", format_hour(h), "--run-id", run_id]
 
 
 def test_kills_retries_reruns_and_a_refused_hand_merge_end_like_a_clean_run(
@@ -103,7 +100,18 @@ def test_kills_retries_reruns_and_a_refused_hand_merge_end_like_a_clean_run(
 ) -> None:
     clean = _pipeline(tmp_path, "clean")
     assert (
-        main(["run", "--pipeline", str(clean), "--from", _h(HOURS[0]), "--to", _h(HOURS[2])]) == 0
+        main(
+            [
+                "run",
+                "--pipeline",
+                str(clean),
+                "--from",
+                format_hour(HOURS[0]),
+                "--to",
+                format_hour(HOURS[2]),
+            ]
+        )
+        == 0
     )
     expected = list(export_rows(load_config(clean), TABLE))
     assert len(expected) > 5
@@ -114,7 +122,7 @@ def test_kills_retries_reruns_and_a_refused_hand_merge_end_like_a_clean_run(
     decode_kills = {0: [DECODE_POINTS[0]], 1: [], 2: [DECODE_POINTS[1]]}
     merge_kills = {0: [POINTS[0]], 1: [POINTS[1]], 2: [POINTS[2]]}
     for i, h in enumerate(HOURS):
-        rid = f"scheduled__{_h(h)}"
+        rid = f"scheduled__{format_hour(h)}"
         for point in decode_kills[i]:  # killed, then retried with the same run id
             _kill(_paused(_stage("decode", cfg_file, h, rid), point, tmp_path))
             assert not cfg.layout.decode_counters(h).is_file(), point  # not "decoded"
@@ -129,18 +137,18 @@ def test_kills_retries_reruns_and_a_refused_hand_merge_end_like_a_clean_run(
             assert "Traceback" not in err.decode()
             _kill(held)
         _ok(*_stage("merge", cfg_file, h, rid))
-        _ok("audit", "--pipeline", str(cfg_file), "--hour", _h(h))
+        _ok("audit", "--pipeline", str(cfg_file), "--hour", format_hour(h))
         if i == 1:  # hour 0 run again after hour 1 (a cleared run), killed once per stage
-            again = f"scheduled__{_h(HOURS[0])}"
+            again = f"scheduled__{format_hour(HOURS[0])}"
             _kill(_paused(_stage("decode", cfg_file, HOURS[0], again), DECODE_POINTS[1], tmp_path))
             assert not cfg.layout.decode_counters(HOURS[0]).is_file()
             _ok(*_stage("decode", cfg_file, HOURS[0], again))
             _kill(_paused(_stage("merge", cfg_file, HOURS[0], again), POINTS[1], tmp_path))
             _ok(*_stage("merge", cfg_file, HOURS[0], again))
-            _ok("audit", "--pipeline", str(cfg_file), "--hour", _h(HOURS[0]))
+            _ok("audit", "--pipeline", str(cfg_file), "--hour", format_hour(HOURS[0]))
 
     assert list(export_rows(cfg, TABLE)) == expected
-    assert load_manifest(cfg)["hours"] == [_h(h) for h in HOURS]
+    assert load_manifest(cfg)["hours"] == [format_hour(h) for h in HOURS]
     for h in HOURS:
         report = json.loads(cfg.layout.report(h).read_text())
         assert report["identity"]["balanced"] is True, (h, report["identity"])

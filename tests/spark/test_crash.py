@@ -21,16 +21,8 @@ from recon.merge.manifest import load_manifest
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
-from tests.spark.test_merge import H0, UUID, T, hour
 from tests.support.builders import pipeline
-from tests.support.merge import event, write_hour
-
-HOUR0 = [event(i, "s.a", "insert", None, {"id": i, "v": f"v{i}"}, T, ["id"]) for i in range(1, 30)]
-HOUR1 = [
-    event(100, "s.a", "update", {"id": 3, "v": "v3"}, {"id": 3, "v": "changed"}, T, ["id"]),
-    event(101, "s.a", "delete", {"id": 4, "v": "v4"}, None, T, ["id"]),
-    event(102, "s.a", "insert", None, {"id": 50, "v": "new"}, T, ["id"]),
-]
+from tests.support.merge import H0, HOUR0, HOUR1, UUID, T, event, hour, write_hour
 
 
 def _kill_at(

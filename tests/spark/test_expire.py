@@ -3,25 +3,17 @@ what remains still exports, rolls back and merges."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from recon.cli import main
-from recon.hours import format_hour, parse_hour
+from recon.hours import format_hour
 from recon.merge.manifest import load_manifest
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table, local_path
 from tests.support.builders import pipeline
-from tests.support.merge import event, write_hour
-
-H0 = parse_hour("2026-01-01T00")
-T = {"id": "int32", "v": "string"}
-
-
-def hour(i: int) -> Any:
-    return H0 + timedelta(hours=i)
+from tests.support.merge import T, event, hour, write_hour
 
 
 def _parquet(folder: Path) -> set[Path]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,7 @@ from pyspark.sql import functions as F
 
 from recon.core.model import EVENT_SCHEMA
 from recon.core.schema import TableSchema
-from recon.demo.reference_fold import fold
 from recon.errors import ReconError
-from recon.hours import parse_hour
 from recon.merge import stage as merge_stage
 from recon.merge.manifest import load_manifest
 from recon.merge.schemas import _in_columns, normalized_columns
@@ -30,14 +27,8 @@ from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
 from tests.support.builders import pipeline
-from tests.support.merge import event, state_tables, write_hour
-
-H0 = parse_hour("2026-01-01T00")
-T = {"id": "int32", "v": "string"}
-
-
-def hour(i: int) -> Any:
-    return H0 + timedelta(hours=i)
+from tests.support.changes import change_streams, oracle, split_hours
+from tests.support.merge import UUID, T, event, hour, state_tables, write_hour
 
 
 def test_tombstones_pk_changes_and_multisets(spark, tmp_path: Path) -> None:
@@ -111,107 +102,11 @@ def test_a_merge_frees_what_it_kept_for_its_jobs_failed_or_not(
 
 
 # -- properties over random change streams ------------------------------------------------------
-@st.composite
-def change_streams(draw: Any) -> list[dict[str, Any]]:
-    """A simulated source: a keyed table (inserts, updates, key changes, deletes, re-inserts)
-    and a keyless one (duplicate rows, deleting/updating one copy); one event per change."""
-    rnd = random.Random(draw(st.integers(0, 2**32)))
-    n = draw(st.integers(8, 40))
-    keyed: dict[int, str] = {}
-    bag: list[tuple[int, str]] = []
-    out: list[dict[str, Any]] = []
-    for i in range(1, n + 1):
-        if rnd.random() < 0.6:
-            choice = rnd.random()
-            k = rnd.randint(1, 6)
-            if k not in keyed:
-                keyed[k] = f"v{i}"
-                out.append(event(i, "s.a", "insert", None, {"id": k, "v": keyed[k]}, T, ["id"]))
-            elif choice < 0.3:
-                old = keyed.pop(k)
-                out.append(event(i, "s.a", "delete", {"id": k, "v": old}, None, T, ["id"]))
-            elif choice < 0.5:
-                k2 = rnd.randint(7, 12)
-                if k2 in keyed:
-                    continue
-                old = keyed.pop(k)
-                keyed[k2] = old + "m"
-                out.append(
-                    event(
-                        i,
-                        "s.a",
-                        "update",
-                        {"id": k, "v": old},
-                        {"id": k2, "v": keyed[k2]},
-                        T,
-                        ["id"],
-                    )
-                )
-            else:
-                old = keyed[k]
-                keyed[k] = f"u{i}"
-                out.append(
-                    event(
-                        i, "s.a", "update", {"id": k, "v": old}, {"id": k, "v": keyed[k]}, T, ["id"]
-                    )
-                )
-        else:
-            if bag and rnd.random() < 0.4:
-                row = bag.pop(rnd.randrange(len(bag)))
-                if rnd.random() < 0.5:
-                    out.append(event(i, "s.b", "delete", {"id": row[0], "v": row[1]}, None, T))
-                else:
-                    new = (row[0], f"w{rnd.randint(1, 2)}")
-                    bag.append(new)
-                    out.append(
-                        event(
-                            i,
-                            "s.b",
-                            "update",
-                            {"id": row[0], "v": row[1]},
-                            {"id": new[0], "v": new[1]},
-                            T,
-                        )
-                    )
-            else:
-                row = (rnd.randint(1, 2), f"w{rnd.randint(1, 2)}")
-                bag.append(row)
-                out.append(event(i, "s.b", "insert", None, {"id": row[0], "v": row[1]}, T))
-    return out
-
-
-def _split(events: list[dict[str, Any]], cuts: list[int]) -> list[list[dict[str, Any]]]:
-    bounds = [0, *sorted(set(c % (len(events) + 1) for c in cuts)), len(events)]
-    return [events[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
-
-
 def _apply(spark: Any, cfg: Any, hours: list[list[dict[str, Any]]], order: list[int]) -> None:
     for i, evs in enumerate(hours):
         write_hour(cfg, hour(i), evs)
     for i in order:
         merge_hour(spark, cfg, hour(i), buckets=4, publish=False)
-
-
-def _oracle(events: list[dict[str, Any]]) -> dict[str, list[tuple[Any, ...]]]:
-    out: dict[str, list[tuple[Any, ...]]] = {"s.a": [], "s.b": []}
-    state = fold(events)
-    for table, rows in state.items():
-        if table == "s.b":
-            # multiset: the fold keeps one image per distinct row; count copies from the events
-            counts: dict[tuple[Any, ...], int] = {}
-            for ev in events:
-                if ev["tbl"] != "b":
-                    continue
-                if ev["before"] is not None:
-                    k = tuple(sorted(ev["before"]))
-                    counts[k] = counts.get(k, 0) - 1
-                if ev["after"] is not None:
-                    k = tuple(sorted(ev["after"]))
-                    counts[k] = counts.get(k, 0) + 1
-            out[table] = sorted(k for k, c in counts.items() for _ in range(c))
-        else:
-            out[table] = sorted(tuple(sorted(r.items())) for _, r in rows.values() if r)
-    return out
 
 
 @settings(
@@ -226,7 +121,7 @@ def _oracle(events: list[dict[str, Any]]) -> dict[str, list[tuple[Any, ...]]]:
     cuts_b=st.lists(st.integers(0, 100), min_size=1, max_size=2),
     seed=st.integers(0, 1000),
 )
-def test_merge_is_idempotent_and_independent_of_hour_order_and_split(
+def test_merge_is_idempotent_and_independent_of_hour_order_andsplit_hours(
     spark,
     tmp_path: Path,
     events: list[dict[str, Any]],
@@ -234,12 +129,12 @@ def test_merge_is_idempotent_and_independent_of_hour_order_and_split(
     cuts_b: list[int],
     seed: int,
 ) -> None:
-    expected = _oracle(events)
+    expected = oracle(events)
     for sub in ("a", "b"):
         shutil.rmtree(tmp_path / sub, ignore_errors=True)
     # split A, in order, then every hour again in reverse order (re-runs and backfills)
     cfg_a = pipeline(tmp_path / "a", {"s.a": {"primary_key": ["id"]}, "s.b": {}})
-    hours_a = _split(events, cuts_a)
+    hours_a = split_hours(events, cuts_a)
     _apply(spark, cfg_a, hours_a, list(range(len(hours_a))))
     got_a = state_tables(spark, cfg_a)
     assert got_a == expected
@@ -247,7 +142,7 @@ def test_merge_is_idempotent_and_independent_of_hour_order_and_split(
     assert state_tables(spark, cfg_a) == expected
     # split B, hours applied in a shuffled order, in a fresh warehouse
     cfg_b = pipeline(tmp_path / "b", {"s.a": {"primary_key": ["id"]}, "s.b": {}})
-    hours_b = _split(events, cuts_b)
+    hours_b = split_hours(events, cuts_b)
     order = list(range(len(hours_b)))
     random.Random(seed).shuffle(order)
     _apply(spark, cfg_b, hours_b, order)
@@ -436,7 +331,6 @@ def test_an_hour_rewrites_only_the_buckets_it_touches(spark, tmp_path: Path) -> 
 
 
 # -- out-of-band snapshot -----------------------------------------------------------------------
-UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 
 @pytest.mark.parametrize("kind", ["parquet", "csv", "jsonl"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from pyspark.sql import SparkSession
 from recon.config import PipelineConfig
 from recon.errors import NoSavedStateError
 from recon.faults import POINTS
-from recon.hours import format_hour, parse_hour
+from recon.hours import format_hour
 from recon.merge.manifest import load_manifest
 from recon.merge.stage import merge_hour
 from recon.ops.expire import expire
@@ -30,17 +29,11 @@ from recon.ops.rollback import rollback
 from recon.publish.deletes import read_snapshot_files
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
-from tests.spark.test_merge import _oracle, _split, change_streams
 from tests.support.builders import pipeline
-from tests.support.merge import event, state_tables, write_hour
+from tests.support.changes import change_streams, oracle, split_hours
+from tests.support.merge import T, bucket_records, event, hour, state_tables, write_hour
 
-H0 = parse_hour("2026-01-01T00")
-T = {"id": "int32", "v": "string"}
 KEYS = 80
-
-
-def hour(i: int) -> Any:
-    return H0 + timedelta(hours=i)
 
 
 def twins(tmp_path: Path, mor_folder: str = "mor") -> tuple[PipelineConfig, PipelineConfig]:
@@ -75,15 +68,6 @@ def hours() -> list[list[dict[str, Any]]]:
 
 def merge_both(spark: SparkSession, cfgs: tuple[PipelineConfig, ...], i: int) -> list[Any]:
     return [merge_hour(spark, c, hour(i), buckets=4) for c in cfgs]
-
-
-def bucket_records(cfg: PipelineConfig) -> dict[tuple[str, str], tuple[int, str]]:
-    man = load_manifest(cfg)
-    return {
-        (n, b): (int(f["rows"]), f["checksum"])
-        for n, t in man["tables"].items()
-        for b, f in t["files"].items()
-    }
 
 
 def deltas(cfg: PipelineConfig) -> int:
@@ -328,12 +312,12 @@ def test_merged_on_read_hours_are_idempotent_and_independent_of_their_order(
     never due for a rewrite here (their few keys would be after every hour), so deltas and
     deletes stack over every hour after the first."""
     monkeypatch.setattr("recon.merge.manifest.COMPACT_SHARE", 1e9)
-    expected = _oracle(events)
+    expected = oracle(events)
     shutil.rmtree(tmp_path / "p", ignore_errors=True)
     cfg = pipeline(
         tmp_path / "p", {"s.a": {"primary_key": ["id"]}, "s.b": {}}, write_mode="merge-on-read"
     )
-    split = _split(events, cuts)
+    split = split_hours(events, cuts)
     for i, evs in enumerate(split):
         write_hour(cfg, hour(i), evs)
     applied_later = 0  # changes applied to the keyed table once its state had started

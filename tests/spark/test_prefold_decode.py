@@ -25,7 +25,7 @@ from recon.hours import parse_hour
 from recon.layout import has_parquet, read_json
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
-from tests.spark.test_prefold_merge import said
+from tests.support.merge import said
 
 
 @pytest.mark.parametrize(

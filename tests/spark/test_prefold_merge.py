@@ -9,7 +9,6 @@ not state the merge's key, is merged from every event."""
 from __future__ import annotations
 
 import shutil
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from recon.config import PipelineConfig
-from recon.hours import parse_hour
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
-from tests.spark.test_merge_on_read import bucket_records
 from tests.support.builders import pipeline
-from tests.support.merge import event, state_tables, write_hour
+from tests.support.merge import bucket_records, event, hour, said, state_tables, write_hour
 
-H0 = parse_hour("2026-01-01T00")
 T = {"id": "int32", "v": "string", "n": "int64"}
 PK = ["id"]
-
-
-def hour(i: int) -> Any:
-    return H0 + timedelta(hours=i)
 
 
 def ev(n: int, table: str, op: str, before: Any, after: Any, pk: list[str] | None = PK) -> Any:
@@ -75,25 +67,6 @@ def twins(tmp_path: Path, mode: str) -> tuple[PipelineConfig, PipelineConfig]:
     every = pipeline(tmp_path / "every", tables, write_mode=mode)
     won = pipeline(tmp_path / "winners", tables, write_mode=mode)
     return every, won
-
-
-LAYOUT = ("snapshot_id", "files_added", "files_removed", "deletes_added")
-"""What a publish result says of the files it wrote, which depends on the write merge-on-read
-chose for the hour (from an estimate of the keys it changes, which the winners make closer:
-a key of several ops was counted once per op)."""
-
-
-def said(result: Any) -> dict[str, Any]:
-    """What a merge result says of each table, but its own run's identity, the files its publish
-    wrote, and the pre-fold."""
-    out = {}
-    for name, t in result["tables"].items():
-        t = dict(t)
-        t.pop("folded_in_decode", None)
-        t.pop("checked_in_decode", None)
-        t["published"] = {k: v for k, v in t["published"].items() if k not in LAYOUT}
-        out[name] = t
-    return out
 
 
 def assert_same(spark: SparkSession, a: PipelineConfig, b: PipelineConfig) -> None:

@@ -11,12 +11,11 @@ from pyiceberg.table import _parquet_files_to_data_files as to_data_files
 from pyspark.sql import SparkSession
 
 from recon.publish.deletes import append_with_deletes, read_snapshot_files, write_position_deletes
-from tests.unit.test_position_deletes import (
+from tests.support.position_deletes import (
     current,
     new_rows_file,
     partition,
     positions,
-    table,  # noqa: F401  (the fixture)
     uri,
 )
 

@@ -19,22 +19,15 @@ from recon.audit.stage import audit_hour
 from recon.cli import main
 from recon.config import PipelineConfig, load_config
 from recon.errors import ReconError
-from recon.hours import format_hour, parse_hour
+from recon.hours import format_hour
 from recon.merge.manifest import load_manifest, reset_state
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
 from tests.support.builders import edit_pipeline, pipeline
-from tests.support.merge import event, write_hour
+from tests.support.merge import H0, UUID, T, event, hour, write_hour
 
-H0 = parse_hour("2026-01-01T00")
-T = {"id": "int32", "v": "string"}
-UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 TABLES = {"s.a": {"primary_key": ["id"]}, "s.b": {"primary_key": ["id"]}}
-
-
-def hour(i: int) -> Any:
-    return H0 + timedelta(hours=i)
 
 
 def _hours(cfg: PipelineConfig) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -18,8 +18,21 @@ from recon.decode.prefold import Prefold
 from recon.decode.stats import DecodeCounters
 from recon.decode.summary import SHAPE_FIELDS, DecodedShapes, shape_texts
 from recon.decode.value_classes import ValueClasses
-from recon.hours import format_hour
+from recon.hours import format_hour, parse_hour
 from recon.layout import folder_files, write_json_atomic
+from recon.merge.manifest import load_manifest
+
+H0 = parse_hour("2026-01-01T00")
+"""The first hour of the stage tests' pipelines (`tests.support.builders.pipeline`'s start)."""
+T = {"id": "int32", "v": "string"}
+"""The column types of the stage tests' tables."""
+UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+"""A MySQL server's UUID, for GTIDs."""
+
+
+def hour(i: int) -> datetime:
+    """The `i`th hour from `H0`."""
+    return H0 + timedelta(hours=i)
 
 
 def event(
@@ -166,3 +179,41 @@ def state_tables(spark: Any, cfg: PipelineConfig) -> dict[str, list[tuple[Any, .
         row = tuple(sorted((k, v) for k, v in (r["row"] or {}).items() if v is not None))
         out[r["table"]].append(row)
     return {t: sorted(rows) for t, rows in out.items()}
+
+
+# two small hours of s.a (the crash and application tests': kill, retry, compare)
+HOUR0 = [event(i, "s.a", "insert", None, {"id": i, "v": f"v{i}"}, T, ["id"]) for i in range(1, 30)]
+HOUR1 = [
+    event(100, "s.a", "update", {"id": 3, "v": "v3"}, {"id": 3, "v": "changed"}, T, ["id"]),
+    event(101, "s.a", "delete", {"id": 4, "v": "v4"}, None, T, ["id"]),
+    event(102, "s.a", "insert", None, {"id": 50, "v": "new"}, T, ["id"]),
+]
+
+
+def bucket_records(cfg: PipelineConfig) -> dict[tuple[str, str], tuple[int, str]]:
+    """Per (table, bucket) of the state in force: its rows and checksum."""
+    man = load_manifest(cfg)
+    return {
+        (n, b): (int(f["rows"]), f["checksum"])
+        for n, t in man["tables"].items()
+        for b, f in t["files"].items()
+    }
+
+
+LAYOUT = ("snapshot_id", "files_added", "files_removed", "deletes_added")
+"""What a publish result says of the files it wrote, which depends on the write merge-on-read
+chose for the hour (from an estimate of the keys it changes, which the winners make closer:
+a key of several ops was counted once per op)."""
+
+
+def said(result: Any) -> dict[str, Any]:
+    """What a merge result says of each table, but its own run's identity, the files its publish
+    wrote, and the pre-fold."""
+    out = {}
+    for name, t in result["tables"].items():
+        t = dict(t)
+        t.pop("folded_in_decode", None)
+        t.pop("checked_in_decode", None)
+        t["published"] = {k: v for k, v in t["published"].items() if k not in LAYOUT}
+        out[name] = t
+    return out

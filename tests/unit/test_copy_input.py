@@ -19,6 +19,7 @@ from recon.core.model import RAW_SCHEMA
 from recon.decode import copy_input
 from recon.decode.copy_input import BAD_FILE, CONTENT_HASH, copy_records, count_copy_files
 from recon.decode.stream import RawRun, flat_records
+from tests.support.examples import examples
 
 _ROWS = st.lists(
     st.tuples(
@@ -49,7 +50,7 @@ def _copy_file(rows: list[tuple[Any, ...]], bad: int, path: Path) -> None:
     pq.write_table(pa.table(cols), path)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(rows=_ROWS, bad=st.integers(0, 2), batch=st.integers(1, 4))
 def test_copy_counters_and_records_kept_equal_the_whole_file_counted(
     rows: list[tuple[Any, ...]], bad: int, batch: int, tmp_path_factory: pytest.TempPathFactory

@@ -21,6 +21,7 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import dataworks_json as dw
 from recon.decode.lane import LaneRows
 from recon.demo import sample
+from tests.support.examples import examples
 from tests.support.json_text import (
     Obj,
     Raw,
@@ -289,13 +290,13 @@ def _message(draw: st.DrawFn, tame: bool = False) -> tuple[bytes, bytes]:
     return (text + "}" * (end != "}")).encode(), f'{opening}"payload":null}}'.encode()
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(_message())
 def test_the_c_read_answers_as_python_or_leaves_it(message: tuple[bytes, bytes]) -> None:
     _agrees(*message)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_message(tame=True))
 def test_the_c_read_reads_plain_messages_itself(message: tuple[bytes, bytes]) -> None:
     """Compact messages of strings, 64-bit integers and NULLs: C reads each that the lane
@@ -310,7 +311,7 @@ _DEMO = [v for *_, v in sample.encode_dataworks(
 ).records if v and b"MHEARTBEAT" not in v]  # fmt: skip
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.data())
 def test_damaged_messages_are_refused_or_read_as_python_reads_them(data: st.DataObject) -> None:
     """A demo message with a byte changed, cut out or added after its schema (C reads only

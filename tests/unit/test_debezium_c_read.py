@@ -23,6 +23,7 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import debezium_json as dbz
 from recon.decode.lane import LaneRows
 from recon.demo import sample
+from tests.support.examples import examples
 from tests.support.json_text import (
     Obj,
     Raw,
@@ -336,13 +337,13 @@ def _message(draw: st.DrawFn, tame: bool = False) -> tuple[bytes, bytes]:
     return (text + "}" * (end != "}")).encode(), f'{opening}"payload":null}}'.encode()
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(_message())
 def test_the_c_read_answers_as_python_or_leaves_it(message: tuple[bytes, bytes]) -> None:
     _agrees(*message)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_message(tame=True))
 def test_the_c_read_reads_plain_messages_itself(message: tuple[bytes, bytes]) -> None:
     """Compact envelopes of strings, 64-bit integers and NULLs, with a full source: C reads
@@ -357,7 +358,7 @@ _DEMO = [v for *_, v in sample.encode_debezium(
 ).records if v]  # fmt: skip
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.data())
 def test_damaged_messages_are_refused_or_read_as_python_reads_them(data: st.DataObject) -> None:
     """A demo message with a byte changed, cut out or added after its schema (C reads only
@@ -406,7 +407,7 @@ def _typed_message(draw: st.DrawFn) -> tuple[bytes, bytes]:
     return message.encode(), f'{opening}"payload":null}}'.encode()
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(_typed_message())
 def test_the_c_read_converts_decimals_and_times_as_python(message: tuple[bytes, bytes]) -> None:
     c, py = _both(*message)
@@ -449,7 +450,7 @@ def test_the_c_read_takes_the_key_columns_as_python() -> None:
     assert len({id(r[2]) for r in rows}) == 1, "the rows share one key list, as in Python"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.sampled_from([k for k, _ in _RECORD_KEYS]),
     st.sampled_from([(0, 0), (1, 7), (2**32 - 1, 2**63 - 1), (2**32, 5), (-1, 3), (3, -1)]),

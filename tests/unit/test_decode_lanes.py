@@ -28,6 +28,7 @@ from recon.decode.lane import LaneRows
 from recon.decode.stream import BinaryRows, RawRun, _StreamDriver, decode_raw
 from recon.decode.summary import shape_texts
 from recon.demo import sample
+from tests.support.examples import examples
 
 _COLUMNS = [{"name": "id", "type": "LONG"}, {"name": "v", "type": "STRING"}]
 _SCHEMAS = {
@@ -227,7 +228,7 @@ _ALONE = [
 ]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(stream_=_STREAM, flush=st.sampled_from([2, 3, 20_000]), run=st.sampled_from([1, 2, 3, 50]))
 @example(stream_=[(_PAIR, 0, False)], flush=20_000, run=50)
 @example(stream_=[(_PAIR[:1], 0, False), (_PAIR, 0, False)], flush=20_000, run=50)
@@ -529,7 +530,7 @@ _DBZ_CTX = DecodeContext(primary_keys={"s.k": ["v", "id"]})
 read with `k`'s key, or the other way round, shows."""
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     records=st.lists(st.tuples(_DBZ_RECORD, st.integers(0, 1), st.booleans()), max_size=30),
     run=st.sampled_from([1, 3, 50]),
@@ -728,7 +729,7 @@ def _tencent_message(draw: st.DrawFn) -> bytes | None:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     records=st.lists(
         st.tuples(_tencent_message(), st.integers(0, 1), st.booleans(), st.integers(0, 2)),
@@ -879,7 +880,7 @@ def mutated(
     return out
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(mutations=st.lists(_MUTATION, min_size=1, max_size=6), run=st.sampled_from([0, 3, 64]))
 @pytest.mark.parametrize("fmt", sorted(_FUZZ_VALID))
 def test_mutated_messages_decode_the_same_with_the_c_reads_and_without(

@@ -23,6 +23,7 @@ from recon.decode.stream import (
     _nested_array,
     decode_records,
 )
+from tests.support.examples import examples
 
 # JSON values orjson reads exactly: integers within 64 bits (orjson makes a longer one a float)
 _SCALARS = (
@@ -44,7 +45,7 @@ _MESSAGES = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(msg=_MESSAGES | _JSON, spaced=st.booleans())
 def test_shared_member_json_reads_what_orjson_reads(msg: Any, spaced: bool) -> None:
     """Any JSON value (an object or not, as compact or spaced text) reads as orjson reads it,
@@ -85,7 +86,7 @@ def test_shared_member_json_fails_or_reads_as_orjson_does(text: bytes) -> None:
     assert _read_or_error(SharedMemberJson("schema"), text) == _read_or_error(orjson.loads, text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(schema=_JSON, others=_MESSAGES, spaced=st.booleans())
 def test_a_message_opening_with_a_member_seen_reads_what_orjson_reads(
     schema: Any, others: Any, spaced: bool
@@ -149,7 +150,7 @@ _LIST = pa.list_(pa.string())
 _DICTS = st.dictionaries(st.text(max_size=3), st.none() | st.text(max_size=3), max_size=4)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     shared=st.lists(st.none() | _DICTS, min_size=1, max_size=4),
     rows=st.lists(st.integers(0, 3), max_size=80),
@@ -176,7 +177,7 @@ def test_map_and_list_columns_of_shared_objects_equal_the_row_by_row_column(
 _NAMES = st.lists(st.text(max_size=3), max_size=4).map(tuple)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     shared=st.lists(_NAMES, min_size=1, max_size=4),
     rows=st.lists(st.integers(0, 3) | st.none(), max_size=80),
@@ -231,7 +232,7 @@ def test_a_column_whose_rows_all_hold_one_object_is_that_object_repeated(one: An
         assert got == [list(one.items()), list(reordered.items()), list(one.items())]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     batches=st.lists(
         st.tuples(
@@ -406,7 +407,7 @@ def _assemble(groups: list[Any], fast: bool, monkeypatch: pytest.MonkeyPatch) ->
     )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(groups=_GROUPS)
 def test_a_whole_transaction_in_one_group_is_applied_as_item_by_item(groups: Any) -> None:
     """`TxnAssembler` applies a group holding one whole transaction (BEGIN, events, COMMIT,

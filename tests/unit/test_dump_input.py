@@ -28,6 +28,7 @@ from recon.decode.dump_input import (
 )
 from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
 from recon.decode.stream import BinaryRows
+from tests.support.examples import examples
 
 _FILES = st.lists(  # each file: its rows (topic or None for the folder's, partition, offset)
     st.lists(
@@ -90,7 +91,7 @@ def _arranged(files: list[list[tuple[Any, ...]]], how: str) -> list[list[tuple[A
     return [every[i : i + cut] for i in range(0, max(len(every), 1), cut)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(files=_FILES, how=st.sampled_from(["drawn", "each", "runs"]), batch=st.integers(1, 5))
 def test_an_hour_is_read_in_place_only_in_order_and_then_counted_as_a_whole(
     files: list[list[tuple[Any, ...]]],
@@ -160,7 +161,7 @@ def test_an_hour_is_read_in_place_only_in_order_and_then_counted_as_a_whole(
 _BYTES = st.none() | st.binary(max_size=80)  # XXH64's 32-byte stripes, 8-, 4- and 1-byte tails
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=st.lists(st.tuples(_BYTES, _BYTES), max_size=12), data=st.data())
 def test_the_c_hashes_are_the_xxhash_packages(rows: list[Any], data: st.DataObject) -> None:
     """The content hashes in C (`_run_hashes.c`) of a run's keys and values, as lists and as

@@ -19,6 +19,7 @@ from recon.decode.base import DecodeContext
 from recon.decode.stream import decode_records
 from recon.demo import sample
 from recon.formats import FORMATS
+from tests.support.examples import examples
 
 TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=3, seed=5)
 CTX = DecodeContext(
@@ -61,7 +62,7 @@ def _accounted(out: list[dict], n: int) -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(garbage=st.lists(st.binary(max_size=200), min_size=1, max_size=5))
 def test_random_bytes_are_quarantined_not_crashing(fmt: str, garbage: list[bytes]) -> None:
     out = _decode(list(garbage), fmt)
@@ -83,7 +84,7 @@ def _key(e: dict, without: tuple[str, ...] = ()) -> str:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_truncated_records_are_quarantined_and_the_rest_decodes(
     fmt: str, data: st.DataObject
@@ -191,7 +192,7 @@ _PADDED = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(value=_PADDED)
 @example(value=b"\x0bnull").via("a vertical tab before null")
 @example(value=b"\x0c null\r").via("a form feed before null")
@@ -290,7 +291,7 @@ _WHOLE = [r.value for r in sample.to_records(sample.encode_tencent(_SIX, 10**6),
 """The sample's Tencent records, one envelope each (so entries can be renumbered)."""
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     seqs=st.lists(
         st.one_of(

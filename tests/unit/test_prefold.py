@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from recon.decode.prefold import WINNER_COLUMNS, Prefold, _key_ids
 from recon.decode.task_files import _FILE_SCHEMA
+from tests.support.examples import examples
 
 Contribution = tuple[tuple[Any, ...], bytes, int, str, bool]  # key, order key, sign, op, main
 
@@ -104,7 +105,7 @@ def _prefold(rows: list[dict[str, Any]], path: Path, batch: int) -> Any:
     return fold.finish()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(_EVENT, min_size=1, max_size=60), st.integers(0, 10**6), st.integers(1, 9))
 def test_the_winners_fold_to_what_every_event_folds_to(
     tmp_path_factory: Any, drawn: list[dict[str, Any]], seed: int, batch: int
@@ -182,7 +183,7 @@ def test_a_busy_key_leaves_one_winner_carrying_the_rest(tmp_path: Path) -> None:
     assert sup.counts == Counter({("d", "t", "update"): 9})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.tuples(

@@ -14,6 +14,7 @@ from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext
 from recon.demo import sample
 from recon.formats import FORMATS
+from tests.support.examples import examples
 from tests.support.hourly import decode_by_hours, event_key
 
 TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=10, seed=3)
@@ -34,7 +35,7 @@ def test_clean_streams_decode_fully() -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_splits_duplicates_and_shuffles_do_not_change_events(fmt: str, data: st.DataObject) -> None:
     recs = STREAMS[fmt]

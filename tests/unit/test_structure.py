@@ -247,3 +247,14 @@ def test_there_is_no_import_circle() -> None:
         if m not in state:
             visit(m, [m])
     assert not circles, "\n".join(circles)
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers live in tests/support (a test module's are its own)."""
+    bad = [
+        f"{f.relative_to(ROOT)}:{line}: imports {name}"
+        for f in sorted((ROOT / "tests").rglob("test_*.py"))
+        for line, name in _imported(ast.parse(f.read_text(encoding="utf-8")))
+        if name.startswith(("tests.unit", "tests.spark", "tests.e2e"))
+    ]
+    assert not bad, "\n".join(bad)

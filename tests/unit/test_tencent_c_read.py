@@ -22,6 +22,7 @@ from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import tencent_dts_pb as tdts
 from recon.decode.lane import LaneRows
 from recon.demo import sample
+from tests.support.examples import examples
 
 _TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=6, seed=5)
 _DEMO = [v for _, _, _, v in sample.encode_tencent(_TXNS, segment_bytes=10**6).records]
@@ -193,7 +194,7 @@ def _transaction(draw: st.DrawFn) -> bytes:
     return pb.Envelope(version=1, total=1, data=data).SerializeToString()
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 @given(value=_message() | _transaction(), last_seq=st.sampled_from([0, 0, 1, 2, 2**64 - 1]))
 def test_the_c_read_answers_as_python_or_leaves_it(value: bytes, last_seq: int) -> None:
     """Any transaction (every data type, charset and column type; headers with odd file
@@ -202,7 +203,7 @@ def test_the_c_read_answers_as_python_or_leaves_it(value: bytes, last_seq: int) 
     _agrees(value, last_seq)
 
 
-@settings(max_examples=6000, deadline=None)
+@settings(max_examples=examples(6000), deadline=None)
 @given(
     value=st.sampled_from(_DEMO),
     at=st.integers(0, 10**6),
@@ -225,7 +226,7 @@ def test_the_c_read_of_damaged_messages_answers_as_python_or_leaves_it(
     _agrees(damaged)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=_transaction(), at=st.integers(0, 10**6), byte=st.integers(0, 255))
 def test_the_c_read_of_damaged_transactions_answers_as_python_or_leaves_it(
     value: bytes, at: int, byte: int

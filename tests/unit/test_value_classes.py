@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from recon.core.model import EVENT_SCHEMA
 from recon.decode.value_classes import ALL, ValueClasses
+from tests.support.examples import examples
 
 NUMERIC = ("int8", "int16", "int32", "int64", "uint32", "uint64", "year", "float32",
            "float64", "decimal(10,2)")  # fmt: skip
@@ -117,7 +118,7 @@ values = st.one_of(
 maybe_value = st.one_of(st.none(), values)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.sampled_from(STATED), min_size=1, max_size=4),
     st.lists(st.lists(maybe_value, min_size=4, max_size=4), min_size=1, max_size=30),
@@ -153,7 +154,7 @@ mixed_event = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(mixed_event, min_size=1, max_size=25), st.integers(1, 9))
 def test_any_batch_is_classed_as_the_reference_classes_it(
     events: list[dict[str, Any]], chunk: int
