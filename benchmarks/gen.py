@@ -31,7 +31,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
+from recon.decode.input.dumps import KAFKA_PARQUET_SCHEMA
 
 INSERT, UPDATE, DELETE = 0, 1, 2
 KEY0 = 1_000_000  # ids are 7 digits: 1_000_000 + key

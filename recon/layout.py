@@ -99,7 +99,7 @@ class Layout:
         return self.state / "events" / f"hour={hour_text(hour)}"
 
     def winners(self, hour: datetime) -> Path:
-        """The hour's events less those a decode task superseded (`recon.decode.prefold`)."""
+        """The hour's events less those a decode task superseded (`recon.decode.premerge.prefold`)."""
         return self.state / "winners" / f"hour={hour_text(hour)}"
 
     def carry(self, hour: datetime) -> Path:
@@ -138,7 +138,7 @@ class Layout:
         return self.state / "connect"
 
     def connect(self, hour: datetime) -> Path:
-        """The hour's Kafka Connect files as Kafka source records (`recon.decode.connect_input`)."""
+        """The hour's Kafka Connect files as Kafka source records (`recon.decode.input.connect_input`)."""
         return self.connect_root / f"hour={hour_text(hour)}"
 
     def staging(self, run_id: str) -> Path:

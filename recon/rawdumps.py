@@ -8,7 +8,7 @@ DAG's sensor and the config import it).
   `<raw_path>/<topic>/<path_format>/<topic>+<partition>+<startOffset>.<ext>`, `raw_path` being
   the connector's `topics.dir`. It writes no marker, so an hour is complete when every partition
   seen in it has a file in one of the next `LOOKAHEAD_HOURS` hours (the connector moved on), or
-  when the hour ended more than `grace_minutes` ago. `recon.decode.connect_input` turns its files
+  when the hour ended more than `grace_minutes` ago. `recon.decode.input.connect_input` turns its files
   into the Kafka source's records.
 
 `list_hour` is the one listing both the decode and the sensor use, so they agree on
@@ -120,7 +120,7 @@ class HourFiles:
     parquet: tuple[str, ...] = ()
     jsonl: tuple[str, ...] = ()
     connect: tuple[str, ...] = ()
-    """Kafka Connect files (`recon.decode.connect_input` turns them into `parquet` ones)."""
+    """Kafka Connect files (`recon.decode.input.connect_input` turns them into `parquet` ones)."""
     unread: tuple[str, ...] = ()
     """Files in the hour's folder that match no dump name (a finding names each)."""
     waiting_for: str = ""

@@ -19,7 +19,7 @@ from recon.audit.gtid import arrow_gtid_spans
 from recon.audit.rules import GtidSpan, PartitionKey, Run
 from recon.config import PipelineConfig
 from recon.core.watermark import GTID_SOURCE_LOWER_SQL
-from recon.decode.offset_index import acknowledged_at, earlier_intervals, hour_intervals
+from recon.decode.input.offset_index import acknowledged_at, earlier_intervals, hour_intervals
 from recon.decode.stats import DecodeCounters, read_counters
 from recon.errors import NotDecodedError, NotMergedError
 from recon.layout import Layout, has_parquet, hour_text, read_json

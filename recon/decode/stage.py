@@ -35,19 +35,18 @@ from recon.core.ddl import apply_ddl
 from recon.core.model import OUTPUT_SCHEMA
 from recon.core.sqlddl import TableDef
 from recon.decode.base import DecodeContext
-from recon.decode.connect_input import normalize
-from recon.decode.copy_input import (
+from recon.decode.input.connect_input import normalize
+from recon.decode.input.copy_input import (
     BAD_FILE,
     CONTENT_HASH,
     SKIPPED,
     TMP_PREFIX,
     count_copy_files,
 )
-from recon.decode.decode_tasks import TaskInput, decode_task_inputs, packed
-from recon.decode.dump_input import VALUE_BYTES_STAT, count_dump_files, dumps_in_place
-from recon.decode.dumps import check_complete, read_hour
-from recon.decode.offset_index import INTERVALS, earlier_intervals
-from recon.decode.raw_records import carried_records, hour_files
+from recon.decode.input.dump_input import VALUE_BYTES_STAT, count_dump_files, dumps_in_place
+from recon.decode.input.dumps import check_complete, read_hour
+from recon.decode.input.offset_index import INTERVALS, earlier_intervals
+from recon.decode.input.raw_records import carried_records, hour_files
 from recon.decode.stats import DecodeCounters, PartitionCounters, Stat, is_detail
 from recon.decode.stream import decode_stream
 from recon.decode.summary import (
@@ -62,7 +61,8 @@ from recon.decode.summary import (
     summary_rows,
     with_shape_texts,
 )
-from recon.decode.task_files import (
+from recon.decode.tasks.decode_tasks import TaskInput, decode_task_inputs, packed
+from recon.decode.tasks.task_files import (
     FILE_ROWS_DDL,
     SUMMARY,
     WINNER,
@@ -139,8 +139,8 @@ class _Input:
     tasks: list[TaskInput]
     """What the decoders read themselves, with the carried-in records: the hour's staging
     copy's files (partitioned by (topic, partition), sorted by offset:
-    `recon.decode.copy_input`), or its partitions in the dumps read in place
-    (`recon.decode.dump_input`)."""
+    `recon.decode.input.copy_input`), or its partitions in the dumps read in place
+    (`recon.decode.input.dump_input`)."""
     skip: Path | None
     """The copy's records at offsets an earlier hour read, those it read (same content) marked
     `SKIPPED`, which the decoders leave out; None: none."""
@@ -165,9 +165,9 @@ class _Decoded:
     newest: dict[str, int]
     """Newest source time (epoch ms) of the events per table, "db.table" (`newest_event_ms`)."""
     superseded: list[SupersededCount]
-    """The events the decode tasks' pre-folds superseded (`recon.decode.prefold`)."""
+    """The events the decode tasks' pre-folds superseded (`recon.decode.premerge.prefold`)."""
     value_classes: list[ValueClassCount]
-    """The decode tasks' events' checked values per class (`recon.decode.value_classes`)."""
+    """The decode tasks' events' checked values per class (`recon.decode.premerge.value_classes`)."""
 
 
 def decode_hour(
@@ -289,7 +289,7 @@ def _dumps_in_place(
     spark: SparkSession, files: list[Any]
 ) -> tuple[dict[PartitionKey, dict[str, Any]], list[TaskInput]] | None:
     """The input counters and the decoders' partitions of an hour whose Parquet dumps can be
-    read in place (`recon.decode.dump_input`): a task per dump file counts its records from
+    read in place (`recon.decode.input.dump_input`): a task per dump file counts its records from
     its small columns (the decoders count the value bytes, and write the offsets and content
     hashes, as they read the values); None when they cannot."""
     items = [(path, hf.topic) for hf in files for path in hf.parquet]
@@ -352,7 +352,7 @@ def _every_record_sorted(records: DataFrame, unreadable: DataFrame | None) -> Da
     # of each offset, values included: ~0.8 s of a 500k-message DataWorks hour's copy and
     # ~1.3 s of a Debezium one's (2 cores). A shuffle by Kafka partition, so the copy holds
     # each partition's records in one file, in the order its decoder reads them
-    # (`recon.decode.copy_input`). Not into a set number of slices: adaptive execution then
+    # (`recon.decode.input.copy_input`). Not into a set number of slices: adaptive execution then
     # packs the partitions into about a task per core, where 64 fixed slices ran 62 empty
     # write tasks for a 2-partition hour (~1.3 s, every hour)
     keys = ["topic", "partition", "offset", HASH]
@@ -386,7 +386,7 @@ def _every_record_sorted(records: DataFrame, unreadable: DataFrame | None) -> Da
 
 def _move_value_bytes(decoded: _Decoded, stats: dict[PartitionKey, dict[str, Any]]) -> None:
     """The value bytes the decoders counted of the partitions they read in place, from their
-    stat rows to the partitions' input counters (`recon.decode.dump_input.dump_records`)."""
+    stat rows to the partitions' input counters (`recon.decode.input.dump_input.dump_records`)."""
     for key, got in decoded.stats.items():
         n = got.pop(VALUE_BYTES_STAT, None)
         if n is not None:
@@ -575,7 +575,7 @@ def _decode_to_staging(
             .mapInArrow(decode_partition, FILE_ROWS_DDL)
         )
         with job_named(spark, "decode: the decoders (one task per Kafka partition)"):
-            # one row per file the successful task attempts wrote (`recon.decode.task_files`)
+            # one row per file the successful task attempts wrote (`recon.decode.tasks.task_files`)
             files = [(r["task"], r["kind"], r["path"]) for r in decoded.collect()]
     commit_task_files(files, staging)
     if inp.unreadable is None:
@@ -587,9 +587,9 @@ def _decode_to_staging(
 def _decode_copy(
     spark: SparkSession, fmt: str, ctx: DecodeContext, inp: _Input, out: str
 ) -> list[tuple[int, str, str]]:
-    """The decoders over the copy's files, a task per file (`recon.decode.copy_input`), and
+    """The decoders over the copy's files, a task per file (`recon.decode.input.copy_input`), and
     one for the partitions that only have carried-in records. Returns the file rows of the
-    successful task attempts (`recon.decode.task_files`)."""
+    successful task attempts (`recon.decode.tasks.task_files`)."""
     tasks = list(inp.tasks)
     carry = None if inp.carry_in is None else str(inp.carry_in)
     skip = None if inp.skip is None else str(inp.skip)

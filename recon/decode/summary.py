@@ -93,13 +93,13 @@ class DecodedShapes(TypedDict):
     events_files: list[tuple[str, int, int]]
     shapes: list[EventShape]
     winners_files: NotRequired[list[tuple[str, int, int]]]
-    """The files of the hour's winners folder (`recon.decode.prefold`) when the decode wrote
+    """The files of the hour's winners folder (`recon.decode.premerge.prefold`) when the decode wrote
     it (absent: an hour decoded before the decode tasks pre-folded their events)."""
     superseded: NotRequired[list[SupersededCount]]
     """The events the winners leave out, per source table and op."""
     value_classes: NotRequired[list[ValueClassCount]]
     """The checked values of the events per source table, column and class
-    (`recon.decode.value_classes`; absent: the decode did not count them all)."""
+    (`recon.decode.premerge.value_classes`; absent: the decode did not count them all)."""
 
 
 class ValueClassCount(TypedDict):
@@ -127,7 +127,7 @@ SUPERSEDED = "superseded"
 
 VALUES = "values"
 """The kind of a summary row that counts the checked values of a column of a source table in
-one class (`recon.decode.value_classes`): its `name` is `[column, class]` in JSON."""
+one class (`recon.decode.premerge.value_classes`): its `name` is `[column, class]` in JSON."""
 
 
 def _json(value: Any) -> str | None:
@@ -185,13 +185,13 @@ class TaskSummary:
 
     def add_superseded(self, counts: Counter[tuple[str | None, str | None, str]]) -> None:
         """The events the task's pre-fold superseded, per source table and op
-        (`recon.decode.prefold`): rows of kind `superseded`."""
+        (`recon.decode.premerge.prefold`): rows of kind `superseded`."""
         for (db, tbl, op), n in counts.items():
             self.counts[(SUPERSEDED, None, None, op, db, tbl, *_NO_SHAPE)] += n
 
     def add_value_classes(self, counts: Counter[tuple[str | None, str | None, str, str]]) -> None:
         """The task's checked values per source table, column and class
-        (`recon.decode.value_classes.ValueClasses`): rows of kind `values`."""
+        (`recon.decode.premerge.value_classes.ValueClasses`): rows of kind `values`."""
         for (db, tbl, column, cls), n in counts.items():
             self.counts[(VALUES, None, None, _json([column, cls]), db, tbl, *_NO_SHAPE)] += n
 

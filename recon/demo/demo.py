@@ -34,7 +34,7 @@ from recon.appsocket import SHARED_VAR, stop_shared_apps
 from recon.audit.report import load_report
 from recon.config import PipelineConfig, catalog_identifier, load_config
 from recon.core.model import RawRecord
-from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
+from recon.decode.input.dumps import KAFKA_PARQUET_SCHEMA
 from recon.decode.stats import Stat, read_counters
 from recon.demo import sample
 from recon.demo.airflow_local import DagsTestServer, airflow_env, dags_test, migrate

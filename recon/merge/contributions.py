@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
 from recon.core.watermark import Watermark
-from recon.decode.prefold import SUP_FIELDS
+from recon.decode.premerge.prefold import SUP_FIELDS
 
 STATE_DDL = (
     "table string, bucket int, key string, ident binary, order_key binary, sign int, "
@@ -192,7 +192,7 @@ def watermark_skips(
 SUP = "sup"
 """A contribution's order keys of the changes to its key its event superseded in the decode
 (`recon.merge.winners`): an image's from the event's `sup_img`, a tombstone's from `sup_tomb`
-(`recon.decode.prefold`). Empty for contributions of events read as they are."""
+(`recon.decode.premerge.prefold`). Empty for contributions of events read as they are."""
 SUP_COLUMNS = tuple(f.name for f in SUP_FIELDS)
 
 

@@ -48,7 +48,7 @@ class TableMerge(TypedDict):
     published: PublishResult
     folded_in_decode: NotRequired[int]
     """Changes the decode tasks found superseded by a later change of their key
-    (`recon.decode.prefold`): the merge folded the winners that stand for them, not them."""
+    (`recon.decode.premerge.prefold`): the merge folded the winners that stand for them, not them."""
     checked_in_decode: NotRequired[bool]
     """Whether the decode's classes of the hour's values showed them all to fit their columns
     (`recon.merge.unfit.fit_in_decode`): the merge did not read its events to check them."""

@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
 from recon.core.schema import DECIMAL_RE, TableSchema
-from recon.decode.raw_records import raw_records_at
-from recon.decode.value_classes import ALL
+from recon.decode.input.raw_records import raw_records_at
+from recon.decode.premerge.value_classes import ALL
 from recon.layout import partition_folder
 from recon.publish.iceberg import cast_type, unfit_value_checks
 from recon.spark.session import job_named
@@ -78,7 +78,7 @@ _INTS = {"int": 9, "bigint": 18}  # digits any such number of may have
 
 
 def fits(cls: str, target: str) -> bool:
-    """Whether every value of class `cls` (`recon.decode.value_classes`) survives the cast to
+    """Whether every value of class `cls` (`recon.decode.premerge.value_classes`) survives the cast to
     Spark type `target` that publish makes (`recon.publish.iceberg`)."""
     num = _NUM_CLASS.match(cls)
     if num:

@@ -1,4 +1,4 @@
-"""The hour's winners: its events less those a decode task superseded (`recon.decode.prefold`),
+"""The hour's winners: its events less those a decode task superseded (`recon.decode.premerge.prefold`),
 merged instead of every event for the tables where that gives the same state and counts.
 
 A table's hour is merged from its winners (`prefold_tables`) when:
@@ -6,7 +6,7 @@ A table's hour is merged from its winners (`prefold_tables`) when:
   folders' files);
 - the table has a key, every event of the hour states that key (the hour's shapes), and the
   schema renames, drops or defaults none of its columns: the decode's key of an event is then
-  never coarser than the merge's (`recon.decode.prefold`);
+  never coarser than the merge's (`recon.decode.premerge.prefold`);
 - no change of the hour is set aside as a value that does not fit, or skipped by the snapshot's
   watermark, or not comparable to it (one narrow count over every event, the only per-event
   pass left; the flags' own check is what `recon.merge.unfit` runs): such a change could be a
@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from recon.config import PipelineConfig
 from recon.core.schema import TableSchema
 from recon.core.watermark import Watermark
-from recon.decode.prefold import WINNER_COLUMNS
+from recon.decode.premerge.prefold import WINNER_COLUMNS
 from recon.decode.summary import DecodedShapes
 from recon.merge.contributions import SUP_COLUMNS, route_table
 from recon.merge.schemas import HourSummary
@@ -90,7 +90,7 @@ def value_classes_by_table(
     cfg: PipelineConfig, decoded: DecodedShapes
 ) -> dict[str, dict[str, Counter[str]]] | None:
     """Per published table and column, the decode's count of its checked values per class
-    (`recon.decode.value_classes`); None: the decode did not count them all."""
+    (`recon.decode.premerge.value_classes`); None: the decode did not count them all."""
     if "value_classes" not in decoded:
         return None
     out: dict[str, dict[str, Counter[str]]] = {}
@@ -103,7 +103,7 @@ def value_classes_by_table(
 
 def keyed_as_stated(name: str, schema: TableSchema, summary: HourSummary) -> bool:
     """Whether table `name`'s merge keys its rows by the key columns each of its events states,
-    untouched by the schema's renames, drops and defaults (`recon.decode.prefold`'s key is then
+    untouched by the schema's renames, drops and defaults (`recon.decode.premerge.prefold`'s key is then
     never coarser than the merge's)."""
     pk = list(schema.primary_key)
     if not pk:

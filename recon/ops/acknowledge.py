@@ -6,7 +6,7 @@ resets and decodes them as new, and the hour's `offset_reset` finding fails it. 
 acknowledgement every later hour would fail again until the new offsets pass the old ones.
 Acknowledging the reset at hour H (one line per topic, partition and hour in
 `_state/<p>/acknowledged_resets.json`, written under the pipeline's lock) makes the hours from
-H on compare the partition's offsets with hours from H on only (`recon.decode.offset_index.
+H on compare the partition's offsets with hours from H on only (`recon.decode.input.offset_index.
 acknowledged_at`), and the hour's own `offset_reset` finding a warning: run its audit again.
 """
 

@@ -18,7 +18,7 @@ metadata files no kept version reads are deleted too (`prune_metadata`), and the
 is kept to a few files (`expire_audit_table`).
 What hours before the window's previous hour decoded, quarantined, merged and reported is
 deleted (`expire_hour_outputs`); their offset intervals are folded into one file
-(`recon.decode.offset_index.expire_intervals`). A rebuild from the snapshot is refused after
+(`recon.decode.input.offset_index.expire_intervals`). A rebuild from the snapshot is refused after
 that (`recon.ops.rebuild`). The merge forgets old tombstones itself (`recon.merge.state.fold`).
 """
 
@@ -35,7 +35,7 @@ from pyiceberg.table import Table, TableProperties
 
 from recon.audit.table import load_audit_table
 from recon.config import PipelineConfig
-from recon.decode.offset_index import expire_intervals
+from recon.decode.input.offset_index import expire_intervals
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour, retention_cutoff
 from recon.layout import read_json, write_json_atomic
@@ -258,7 +258,7 @@ def hour_output_roots(cfg: PipelineConfig) -> list[Path]:
 
 def expire_hour_outputs(cfg: PipelineConfig, before: str) -> dict[str, int]:
     """Delete what hours before `before` left (`hour_output_roots`); their offset intervals
-    are folded into one file (`recon.decode.offset_index.expire_intervals`). `before` is the
+    are folded into one file (`recon.decode.input.offset_index.expire_intervals`). `before` is the
     hour before the window: the window's first hour reads that hour's carry, table definitions,
     counters and report when it is decoded or audited again."""
     removed, freed = 0, 0

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from recon.core.model import Event, RawRecord
 from recon.decode.base import DecodeContext, Sink, StreamDecoder
-from recon.decode.connect_input import ConnectFileError, avro_records, file_values
+from recon.decode.input.connect_input import ConnectFileError, avro_records, file_values
 from recon.errors import ReconError
 from recon.formats import FORMAT_SPECS, FORMATS, load_object
 from recon.rawdumps import (

@@ -48,7 +48,7 @@ from typing import NamedTuple
 import pyarrow.parquet as pq
 
 from recon.config import PipelineConfig
-from recon.decode.connect_input import avro_records
+from recon.decode.input.connect_input import avro_records
 from recon.layout import dump_bytes
 from recon.merge.manifest import load_manifest, state_rows, unloaded_snapshot_bytes
 from recon.rawdumps import JSONL_DUMPS, PARQUET_DUMP, dump_files

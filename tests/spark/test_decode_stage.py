@@ -17,8 +17,8 @@ import pytest
 from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.decode import stage
-from recon.decode.copy_input import TMP_PREFIX
-from recon.decode.offset_index import hour_intervals
+from recon.decode.input.copy_input import TMP_PREFIX
+from recon.decode.input.offset_index import hour_intervals
 from recon.decode.stage import decode_hour
 from recon.demo import sample
 from recon.demo.demo import _straddle_last_envelope, write_dump
@@ -141,7 +141,7 @@ def _decoded_both_ways(
 def test_carried_records_decode_the_same_from_the_copy_or_shuffled(
     spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partition_ends: bool
 ) -> None:
-    """The decoders read the hour's staging copy themselves (`recon.decode.copy_input`) unless
+    """The decoders read the hour's staging copy themselves (`recon.decode.input.copy_input`) unless
     the tests turn that off; then Spark shuffles the records to them, as every hour did before.
     Both give the same events and counters, with the records carried in
     merged into their partition by offset. `partition_ends`: the partition of the split
@@ -172,7 +172,7 @@ def test_redelivered_records_are_left_out_of_the_copy_the_decoders_read(
 ) -> None:
     """An hour some of whose records an earlier hour read (re-delivered: same offset, same
     content) reads its staging copy too, leaving those records out (the skip list,
-    `recon.decode.copy_input`), where Spark used to shuffle the hour's fresh records to the
+    `recon.decode.input.copy_input`), where Spark used to shuffle the hour's fresh records to the
     decoders again. Both ways give the same events and counters. With Tencent the re-delivered
     records are the first segments of an envelope split across the hours, carried in: decoded
     again, they would double it. An hour-0 offset with other content is an offset reset: kept."""
@@ -237,7 +237,7 @@ def test_dumps_in_offset_order_are_read_in_place_and_decode_as_the_copy_does(
 ) -> None:
     """Dumps written as Spark's Kafka source writes them (each partition's offsets rising in each
     file, the partitions interleaved) are read in place by the decoders, with no staging copy
-    (`recon.decode.dump_input`); the same records shuffled over the files go through the copy.
+    (`recon.decode.input.dump_input`); the same records shuffled over the files go through the copy.
     Both give the same events, quarantine (with each record's Kafka timestamp), counters, and
     offsets and content hashes kept for later hours. Tencent's last envelope of hour 0 is split
     across the hours (carried); hour 1 holds records hour 0 read (re-delivered: skipped) and
@@ -558,7 +558,7 @@ def test_a_dataworks_topic_partitioned_by_key_splits_key_changing_updates(
 def test_a_decode_task_that_fails_after_writing_its_files_is_retried_without_duplicates(
     tmp_path: Path, point: str, dumps: str
 ) -> None:
-    """The decode tasks write their own files (`recon.decode.task_files`), and the input
+    """The decode tasks write their own files (`recon.decode.tasks.task_files`), and the input
     counters' tasks the offsets and hashes for later hours (`count_copy_files`, or
     `count_dump_files` where the dumps are read in place): an attempt that failed after
     writing them counts for nothing, the retry Spark ran is the one committed (a real
@@ -609,7 +609,7 @@ def test_an_acknowledged_offset_reset_stops_failing_the_hours_after_it(
     the new incarnation's only: no reset, no duplicate against the old one, and the hour's own
     finding warns."""
     from recon.audit.rules import NO_GAPS, judge, partition_report
-    from recon.decode.offset_index import acknowledged_at
+    from recon.decode.input.offset_index import acknowledged_at
     from recon.ops.acknowledge import acknowledge_reset
 
     fmt, topic = "debezium_json", "t_debezium_json"

@@ -1,5 +1,5 @@
-"""What the decode tasks read of a dump in place (`recon.decode.dump_input`) is what Spark reads
-of it (`recon.decode.dumps._read_parquet`, the staging copy's source): the Kafka timestamp in
+"""What the decode tasks read of a dump in place (`recon.decode.input.dump_input`) is what Spark reads
+of it (`recon.decode.input.dumps._read_parquet`, the staging copy's source): the Kafka timestamp in
 milliseconds, bit for bit (Spark's double arithmetic, which may come out a millisecond less),
 and the content hash, Spark's `xxhash64` of key and value (hypothesis, against real Spark)."""
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from recon.decode.dump_input import (
+from recon.decode.input.dump_input import (
     _INT96_SAFE_MICROS,
     _int96_timestamp,
     _raw_batch,
@@ -23,7 +23,7 @@ from recon.decode.dump_input import (
     open_dump,
     readable_in_place,
 )
-from recon.decode.dumps import KAFKA_PARQUET_SCHEMA, _read_parquet
+from recon.decode.input.dumps import KAFKA_PARQUET_SCHEMA, _read_parquet
 from recon.rawdumps import list_hour
 
 HOUR = datetime(2026, 11, 20, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The decode tasks' pre-fold, end to end (`recon.decode.prefold`, `recon.merge.winners`): a
+"""The decode tasks' pre-fold, end to end (`recon.decode.premerge.prefold`, `recon.merge.winners`): a
 busy hour of each format the benchmark generates (a few hundred keys changed again and again:
 inserts, updates, deletes), decoded by the real decode stage, leaves its winners beside its
 events, and merging it from them publishes the table that merging every event publishes (the

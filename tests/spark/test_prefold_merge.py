@@ -1,6 +1,6 @@
 """The merge of an hour from its winners (`recon.merge.winners`): two pipelines merge the same
 hours side by side, one from every event, one from the winners the decode tasks' pre-fold left
-(`recon.decode.prefold`, written as a task writes them). After every hour, in either write
+(`recon.decode.premerge.prefold`, written as a task writes them). After every hour, in either write
 mode, their tables, state, bucket records and merge results say the same: the changes that
 entered by op, those stale or already applied when hours are merged again out of order, key
 moves and deletes; and a table whose hour has a value that does not fit, or whose events do

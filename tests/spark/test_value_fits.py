@@ -1,4 +1,4 @@
-"""The merge trusts the decode's classes of the values (`recon.decode.value_classes`) instead of
+"""The merge trusts the decode's classes of the values (`recon.decode.premerge.value_classes`) instead of
 checking each value (`recon.merge.unfit.fit_in_decode`) only where every value of a class fits
 its column: here each pairing `fits` claims is put to Spark's own check of a value
 (`recon.publish.iceberg.unfit_value_checks`, the cast publish makes), over edge values of every
@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from recon.core.model import EVENT_SCHEMA
 from recon.core.schema import TableSchema
-from recon.decode.value_classes import ALL, ValueClasses
+from recon.decode.premerge.value_classes import ALL, ValueClasses
 from recon.merge.unfit import fit_in_decode, fits
 from recon.publish.iceberg import unfit_value_checks
 

@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 from recon.config import PipelineConfig
 from recon.core.model import EVENT_SCHEMA
 from recon.core.order import kafka_tail, u64
-from recon.decode.prefold import Prefold
+from recon.decode.premerge.prefold import Prefold
+from recon.decode.premerge.value_classes import ValueClasses
 from recon.decode.stats import DecodeCounters
 from recon.decode.summary import SHAPE_FIELDS, DecodedShapes, shape_texts
-from recon.decode.value_classes import ValueClasses
 from recon.hours import format_hour, parse_hour
 from recon.layout import folder_files, write_json_atomic
 from recon.merge.manifest import load_manifest
@@ -78,7 +78,7 @@ def write_hour(
     cfg: PipelineConfig, hour: datetime, events: list[dict[str, Any]], prefold: bool = False
 ) -> None:
     """What the decode stage leaves for the merge: the hour's events and its counters file.
-    `prefold`: also what a decode task's pre-fold leaves (`recon.decode.prefold`: the winners,
+    `prefold`: also what a decode task's pre-fold leaves (`recon.decode.premerge.prefold`: the winners,
     whenever anything was superseded, and the counts the decode keeps beside the shapes)."""
     d = cfg.layout.events(hour)
     d.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The decode tasks' reading of the staging copy (`recon.decode.copy_input`): the copy marks no
+"""The decode tasks' reading of the staging copy (`recon.decode.input.copy_input`): the copy marks no
 later copies of a record; sorted by (topic, partition, offset, content hash, Kafka timestamp),
 a later copy is the row before's, and a repeated offset too. Read a few rows at a time, the
 counters, the records kept and the offsets and hashes written for later hours equal those of
@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recon.core.model import RAW_SCHEMA
-from recon.decode import copy_input
-from recon.decode.copy_input import BAD_FILE, CONTENT_HASH, copy_records, count_copy_files
+from recon.decode.input import copy_input
+from recon.decode.input.copy_input import BAD_FILE, CONTENT_HASH, copy_records, count_copy_files
 from recon.decode.stream import RawRun, flat_records
 from tests.support.examples import examples
 

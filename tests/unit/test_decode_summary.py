@@ -68,7 +68,11 @@ def test_task_files_hold_what_was_decoded_with_dictionaries_and_statistics_where
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from recon.decode.task_files import DICTIONARY_COLUMNS, STATISTICS_COLUMNS, write_task_files
+    from recon.decode.tasks.task_files import (
+        DICTIONARY_COLUMNS,
+        STATISTICS_COLUMNS,
+        write_task_files,
+    )
 
     records = sample.to_records(sample.ENCODERS["debezium_json"](TXNS), "t")
     records.sort(key=lambda r: (r.partition, r.offset))

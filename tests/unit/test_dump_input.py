@@ -1,4 +1,4 @@
-"""Reading an hour's Parquet dumps in place (`recon.decode.dump_input`): a dump file is read in
+"""Reading an hour's Parquet dumps in place (`recon.decode.input.dump_input`): a dump file is read in
 place only when each partition's offsets rise in it (read a few rows at a time, across
 batches); the hour only when its files' ranges of a partition are apart and few partitions
 share a file. What the decoders then read of a partition is its records in offset order, less
@@ -18,15 +18,15 @@ import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from recon.decode import dump_input
-from recon.decode.dump_input import (
+from recon.decode.input import dump_input
+from recon.decode.input.dump_input import (
     content_hashes,
     count_dump_files,
     dump_records,
     dumps_in_place,
     readable_in_place,
 )
-from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
+from recon.decode.input.dumps import KAFKA_PARQUET_SCHEMA
 from recon.decode.stream import BinaryRows
 from tests.support.examples import examples
 
@@ -298,7 +298,7 @@ def test_partitions_read_in_place_are_packed_into_a_task_per_core(
     task's in the hour's order, and no task more than the largest partition over an even
     share of the records (each partition, the largest first, went to the task with the
     fewest)."""
-    from recon.decode.decode_tasks import packed
+    from recon.decode.tasks.decode_tasks import packed
 
     slices = [(n, "t", p, ((f"f{p}", "t", True),)) for n, p in enumerate(range(len(sizes)))]
     size = {("t", p): s for p, s in enumerate(sizes)}

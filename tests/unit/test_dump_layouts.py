@@ -1,4 +1,4 @@
-"""The dump layouts (`recon.rawdumps`) and Kafka Connect's files (`recon.decode.connect_input`):
+"""The dump layouts (`recon.rawdumps`) and Kafka Connect's files (`recon.decode.input.connect_input`):
 names, completeness (the decode's and the sensor's one rule), conversion, and bad input."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from recon.airflow.dag_factory import dump_complete
 from recon.cli import main
 from recon.config import load_config
-from recon.decode.connect_input import ConnectFileError, convert, file_values
+from recon.decode.input.connect_input import ConnectFileError, convert, file_values
 from recon.errors import ConfigError
 from recon.rawdumps import (
     KAFKA_CONNECT_S3,

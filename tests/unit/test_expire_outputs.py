@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recon.config import PipelineConfig, load_config
-from recon.decode.offset_index import INTERVALS, earlier_intervals, expire_intervals
+from recon.decode.input.offset_index import INTERVALS, earlier_intervals, expire_intervals
 from recon.hours import parse_hour
 from recon.ops.expire import expire_hour_outputs, hour_output_roots
 from tests.support.builders import write_pipeline

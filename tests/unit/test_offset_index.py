@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recon.decode.offset_index import earlier_intervals
+from recon.decode.input.offset_index import earlier_intervals
 from recon.hours import parse_hour
 from recon.layout import Layout, hour_text, replace_dir
 

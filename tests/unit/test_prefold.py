@@ -1,4 +1,4 @@
-"""A decode task's pre-fold (`recon.decode.prefold`) against the merge's rules written out in
+"""A decode task's pre-fold (`recon.decode.premerge.prefold`) against the merge's rules written out in
 Python: the winners' contributions fold to what every event's fold to, no superseded event
 could have won, and the order keys the winners carry count, below any order key an older state
 may hold, exactly the changes the whole hour has there (what `skip_counts` counts as stale or
@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recon.decode.prefold import WINNER_COLUMNS, Prefold, _key_ids
-from recon.decode.task_files import _FILE_SCHEMA
+from recon.decode.premerge.prefold import WINNER_COLUMNS, Prefold, _key_ids
+from recon.decode.tasks.task_files import _FILE_SCHEMA
 from tests.support.examples import examples
 
 Contribution = tuple[tuple[Any, ...], bytes, int, str, bool]  # key, order key, sign, op, main
@@ -237,7 +237,7 @@ def test_a_task_past_what_it_holds_reads_its_winners_back(tmp_path: Path, monkey
         rows.append(r)
     held = _prefold(rows, tmp_path / "e.parquet", 6)
     held.write_winners(tmp_path / "e.parquet", tmp_path / "held.parquet")
-    monkeypatch.setattr("recon.decode.prefold.HOLD_BYTES", 0)
+    monkeypatch.setattr("recon.decode.premerge.prefold.HOLD_BYTES", 0)
     read = _prefold(rows, tmp_path / "e.parquet", 6)
     assert held.batches is not None and read.batches is None
     read.write_winners(tmp_path / "e.parquet", tmp_path / "read.parquet")

@@ -1,4 +1,4 @@
-"""The decode's classes of the values the merge checks (`recon.decode.value_classes`), against a
+"""The decode's classes of the values the merge checks (`recon.decode.premerge.value_classes`), against a
 reference written here in plain Python (`re` and the calendar of `datetime`): over batches of
 one table whose images share their columns and types (counted a column at a time) and over
 mixed batches (entry by entry: several tables, images of other column orders, types in
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recon.core.model import EVENT_SCHEMA
-from recon.decode.value_classes import ALL, ValueClasses
+from recon.decode.premerge.value_classes import ALL, ValueClasses
 from tests.support.examples import examples
 
 NUMERIC = ("int8", "int16", "int32", "int64", "uint32", "uint64", "year", "float32",

@@ -1,4 +1,4 @@
-/* Spark's content hash of a run's records in C (recon.decode.dump_input.content_hashes).
+/* Spark's content hash of a run's records in C (recon.decode.input.dump_input.content_hashes).
  *
  * hashes(keys, values, seed) -> bytes: for each row, `xxhash64(key, value)` as Spark computes
  * it: XXH64 of the key with `seed` (Spark's 42), then of the value with that hash as the seed,

@@ -1,5 +1,5 @@
 """The decode tasks read their input themselves, from the hour's staging copy (unless its dumps
-are in Kafka's order already: `recon.decode.dump_input`).
+are in Kafka's order already: `recon.decode.input.dump_input`).
 
 The staging copy (`recon.decode.stage._staging_copy`) is written partitioned by Kafka partition
 (topic, partition) and sorted by offset (then content hash and Kafka timestamp) within it: a
@@ -12,7 +12,7 @@ decoders' ~10 s job). A later copy of a record in the hour (same offset, same co
 copy too, right after the first (the earliest by Kafka timestamp): the tasks leave it out.
 
 The records carried in from the hour before are merged in by the task
-(`recon.decode.decode_tasks`).
+(`recon.decode.tasks.decode_tasks`).
 
 Records of the copy an earlier hour already read (a re-delivery: same offset, same content)
 are marked apart (the skip list: a few files of (topic, partition, offset, content hash));

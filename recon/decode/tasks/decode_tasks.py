@@ -1,8 +1,8 @@
 """Inside a decode task: its input read, decoded in offset order, and written.
 
 A task's input is a list of items, each one of: a file of the hour's staging copy
-(`recon.decode.copy_input`), a partition's records in the dumps read in place
-(`recon.decode.dump_input`), or None, the partitions that have only records carried in from
+(`recon.decode.input.copy_input`), a partition's records in the dumps read in place
+(`recon.decode.input.dump_input`), or None, the partitions that have only records carried in from
 the hour before. The records carried in are few: every task reads them, and feeds those of its
 partitions in offset order (`recon.decode.stream.with_carried`).
 """
@@ -15,10 +15,10 @@ from itertools import chain
 
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext
-from recon.decode.copy_input import copy_records, read_carried, read_skip_list
-from recon.decode.dump_input import DumpSlice, PartitionKey, dump_records, value_bytes_rows
+from recon.decode.input.copy_input import copy_records, read_carried, read_skip_list
+from recon.decode.input.dump_input import DumpSlice, PartitionKey, dump_records, value_bytes_rows
 from recon.decode.stream import RawRun, decode_raw, flat_records, with_carried
-from recon.decode.task_files import write_task_files
+from recon.decode.tasks.task_files import write_task_files
 
 TaskInput = str | DumpSlice | None
 """A copy file, a partition in the dumps, or None (the partitions with only carried records)."""
@@ -68,7 +68,7 @@ def decode_task_inputs(
     `carried_only`), less the records in `skip_dir` (`read_skip_list`), write the output
     (`write_task_files`), and yield its file rows (task, kind, path). The partitions read in
     place have their offsets and content hashes written to `hashes_out`, and their value
-    bytes added to the output as stat rows (`recon.decode.dump_input.dump_records`)."""
+    bytes added to the output as stat rows (`recon.decode.input.dump_input.dump_records`)."""
     carried = read_carried(carry_dir)
     skip = read_skip_list(skip_dir)
     value_bytes: dict[tuple[str, int], int] = {}

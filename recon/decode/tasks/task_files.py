@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 from pyspark import TaskContext
 
 from recon.core.model import OUTPUT_SCHEMA
-from recon.decode.prefold import Prefold
+from recon.decode.premerge.prefold import Prefold
+from recon.decode.premerge.value_classes import ValueClasses
 from recon.decode.summary import TaskSummary
-from recon.decode.value_classes import ValueClasses
 from recon.faults import fail_once
 
 TASKS = "_tasks"  # under the staging folder; Spark's readers skip names starting with `_`
@@ -100,7 +100,7 @@ def write_task_files(batches: Iterable[pa.RecordBatch], staging: str) -> Iterato
 
 
 WINNER = "winner"
-"""The kind of a task's events less those it superseded (`recon.decode.prefold`)."""
+"""The kind of a task's events less those it superseded (`recon.decode.premerge.prefold`)."""
 
 
 def _write_winners(

@@ -11,9 +11,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
-from recon.decode.connect_input import normalize
-from recon.decode.copy_input import CARRY_COLUMNS
-from recon.decode.dumps import read_hour
+from recon.decode.input.connect_input import normalize
+from recon.decode.input.copy_input import CARRY_COLUMNS
+from recon.decode.input.dumps import read_hour
 from recon.layout import has_parquet
 from recon.rawdumps import HourFiles, list_hour
 

@@ -1,7 +1,7 @@
 """Read one hour of raw Kafka dumps (contract 2.1) into the normalized raw-record frame.
 
 Layouts and listing: `recon.rawdumps` (Kafka Connect's files are read as Parquet dumps once
-`recon.decode.connect_input` has converted them). Parquet files use Spark's Kafka source
+`recon.decode.input.connect_input` has converted them). Parquet files use Spark's Kafka source
 schema; JSON Lines use the same names with base64 `key`/`value`/header values and
 epoch-millisecond `timestamp`. A JSON line that cannot be read at all is kept, with its text,
 for the quarantine.

@@ -10,9 +10,9 @@ the types Spark's Kafka source writes, which need no cast), it counts each parti
 and offset range. When every file is (and the files of a partition hold ranges apart, so no
 offset is read twice in the hour, and few partitions share a file: `dumps_in_place`), the
 decoders read each partition's records from the dumps themselves, the partitions packed
-into a task per core (`dump_records`, `recon.decode.decode_tasks.packed`), and as they read
+into a task per core (`dump_records`, `recon.decode.tasks.decode_tasks.packed`), and as they read
 the values they count their bytes and write the offsets and content hashes for later hours,
-as the copy's counters do (`recon.decode.copy_input.count_copy_files`). Otherwise the hour
+as the copy's counters do (`recon.decode.input.copy_input.count_copy_files`). Otherwise the hour
 takes the staging copy, as before (shuffled files, a record twice, JSON Lines dumps).
 
 What the decoders get is what the copy would give them: `_read_parquet`'s Kafka timestamp in
@@ -35,10 +35,16 @@ import pyarrow.parquet as pq
 import xxhash
 
 from recon.core.model import HEADER_TYPE, OUTPUT_SCHEMA, RAW_SCHEMA, RawRecord
-from recon.decode.copy_input import HASHES_SCHEMA, HASHES_WRITE, TMP_PREFIX, SkipList, kept_rows
 from recon.decode.formats.native import native_module
+from recon.decode.input.copy_input import (
+    HASHES_SCHEMA,
+    HASHES_WRITE,
+    TMP_PREFIX,
+    SkipList,
+    kept_rows,
+)
 from recon.decode.stream import BinaryRows, RawRun, native_column, records_from, run_columns
-from recon.decode.task_files import GroupedParquet
+from recon.decode.tasks.task_files import GroupedParquet
 from recon.faults import fail_once
 
 _run_hashes = native_module("_run_hashes")
@@ -86,7 +92,7 @@ def _int96_timestamp(pf: pq.ParquetFile) -> bool:
 
 
 def readable_in_place(schema: pa.Schema, int96: bool = False) -> bool:
-    """True when a dump file of `schema` reads as `recon.decode.dumps._read_parquet` reads it
+    """True when a dump file of `schema` reads as `recon.decode.input.dumps._read_parquet` reads it
     without a cast: the Kafka source's columns and types, a timestamp (if any) of an instant
     in milliseconds or microseconds (`int96`: an INT96 one, an instant too, read by
     `open_dump`; not a time with no zone, which Spark reads as a local time), headers (if

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recon.decode.dumps import KAFKA_PARQUET_SCHEMA
+from recon.decode.input.dumps import KAFKA_PARQUET_SCHEMA
 from recon.errors import ReconError
 from recon.layout import Layout
 from recon.rawdumps import BINARY_FORMATS, DumpConfig, HourFiles, connect_name
