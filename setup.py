@@ -6,7 +6,10 @@ loudly when one is missing). Everything else about the package is in pyproject.t
 from setuptools import Extension, setup
 
 _DIR = "recon/decode/formats"
-_HEADERS = [f"{_DIR}/{h}" for h in ("_utf8.h", "_json.h", "_lane_rows.h", "_run_values.h")]
+_HEADERS = [
+    f"{_DIR}/{h}"
+    for h in ("_utf8.h", "_json.h", "_lane_rows.h", "_run_values.h", "vendor/xxhash.h")
+]
 _MODULES = ("_tencent_lane", "_debezium_lane", "_dataworks_lane", "_run_hashes")
 
 setup(

@@ -9,17 +9,19 @@
  * past them reads as not bytes, which the loops leave to Python (which reads it through
  * `BinaryRows.__getitem__`, the same bytes).
  *
- * xxh64 is XXH64 (xxHash's 64-bit hash, the reference algorithm) of little-endian machines,
- * as the `xxhash` package and Spark's `xxhash64` compute it.
+ * xxh64 is XXH64 (xxHash's 64-bit hash, from the vendored xxHash header), as the `xxhash`
+ * package and Spark's `xxhash64` compute it.
  */
 #ifndef RECON_RUN_VALUES_H
 #define RECON_RUN_VALUES_H
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#define XXH_INLINE_ALL
+#include "vendor/xxhash.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the run values' offsets and xxh64 read little-endian words"
+#error "the run values' offsets are read as little-endian words"
 #endif
 
 typedef struct {
@@ -115,73 +117,8 @@ static inline int run_value_null(const RunValues *rv, Py_ssize_t k) {
     return !((((const uint8_t *)rv->valid.buf)[i >> 3] >> (i & 7)) & 1);
 }
 
-#define XXH_P1 11400714785074694791ULL
-#define XXH_P2 14029467366897019727ULL
-#define XXH_P3 1609587929392839161ULL
-#define XXH_P4 9650029242287828579ULL
-#define XXH_P5 2870177450012600261ULL
-
-static inline uint64_t xxh_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-static inline uint64_t xxh_read64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t xxh_round(uint64_t acc, uint64_t in) {
-    acc += in * XXH_P2;
-    return xxh_rotl(acc, 31) * XXH_P1;
-}
-
-static inline uint64_t xxh_merge(uint64_t h, uint64_t v) {
-    h ^= xxh_round(0, v);
-    return h * XXH_P1 + XXH_P4;
-}
-
-/* XXH64 of `len` bytes at `p` with `seed` */
+/* XXH64 of `len` bytes at `p` with `seed`: xxHash's own (vendor/xxhash.h, inlined) */
 static inline uint64_t xxh64(const uint8_t *p, Py_ssize_t len, uint64_t seed) {
-    const uint8_t *end = p + len;
-    uint64_t h;
-    if (len >= 32) {
-        const uint8_t *limit = end - 32;
-        uint64_t v1 = seed + XXH_P1 + XXH_P2, v2 = seed + XXH_P2, v3 = seed, v4 = seed - XXH_P1;
-        do {
-            v1 = xxh_round(v1, xxh_read64(p));
-            v2 = xxh_round(v2, xxh_read64(p + 8));
-            v3 = xxh_round(v3, xxh_read64(p + 16));
-            v4 = xxh_round(v4, xxh_read64(p + 24));
-            p += 32;
-        } while (p <= limit);
-        h = xxh_rotl(v1, 1) + xxh_rotl(v2, 7) + xxh_rotl(v3, 12) + xxh_rotl(v4, 18);
-        h = xxh_merge(h, v1);
-        h = xxh_merge(h, v2);
-        h = xxh_merge(h, v3);
-        h = xxh_merge(h, v4);
-    } else {
-        h = seed + XXH_P5;
-    }
-    h += (uint64_t)len;
-    for (; p + 8 <= end; p += 8) {
-        h ^= xxh_round(0, xxh_read64(p));
-        h = xxh_rotl(h, 27) * XXH_P1 + XXH_P4;
-    }
-    if (p + 4 <= end) {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        h ^= (uint64_t)v * XXH_P1;
-        h = xxh_rotl(h, 23) * XXH_P2 + XXH_P3;
-        p += 4;
-    }
-    for (; p < end; p++) {
-        h ^= (uint64_t)(*p) * XXH_P5;
-        h = xxh_rotl(h, 11) * XXH_P1;
-    }
-    h ^= h >> 33;
-    h *= XXH_P2;
-    h ^= h >> 29;
-    h *= XXH_P3;
-    h ^= h >> 32;
-    return h;
+    return (uint64_t)XXH64(p, (size_t)len, (XXH64_hash_t)seed);
 }
 #endif
