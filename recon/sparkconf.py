@@ -79,7 +79,7 @@ compile them again); it collects garbage in one thread, without G1's concurrent 
 JVM_OPTIONS = "-Duser.timezone=UTC"
 
 CDS_ARCHIVE = Path(sys.prefix) / "share" / "recon" / "spark-classes.jsa"
-"""Spark's classes as a class-data-sharing archive, built by setup (`recon.demo.class_archive`)."""
+"""Spark's classes as a class-data-sharing archive, built by setup (`recon.spark.class_archive`)."""
 CDS_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a JVM that cannot map it says nothing
 
 

@@ -2,7 +2,7 @@
 (stdlib only; scripts/setup.sh runs it). apache-airflow-providers-apache-spark pulls
 pyspark-client, which overwrites ~100 of pyspark's Python files; setup reinstalls pyspark only
 when this finds one changed or missing, since a reinstall also rewrites pyspark's jars, and the
-Spark class archive (recon/demo/class_archive.py) is only valid for the jars it was built from.
+Spark class archive (recon/spark/class_archive.py) is only valid for the jars it was built from.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ fi
 bash scripts/gen-proto.sh
 # The C part of the package (the three lanes' reads), compiled in place
 bash scripts/build-native.sh
-# Spark's classes in a class-data-sharing archive for the driver JVMs (recon/demo/class_archive.py): one
+# Spark's classes in a class-data-sharing archive for the driver JVMs (recon/spark/class_archive.py): one
 # small sample run, only when the JDK, pyspark or its jars changed
 PATH="$PWD/.venv/bin:$PATH" PYSPARK_PYTHON="$PWD/.venv/bin/python" \
-  PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python" .venv/bin/python -m recon.demo.class_archive
+  PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python" .venv/bin/python -m recon.demo.archive_sample
 echo "setup: .venv ready ($(.venv/bin/python --version), pyspark ${PYSPARK_VERSION})"

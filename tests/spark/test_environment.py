@@ -237,7 +237,7 @@ def test_a_small_hour_shuffles_into_a_slice_per_core_unless_the_user_chose(spark
 
 
 def test_driver_jvms_map_the_class_archive_setup_built(tmp_path: Path) -> None:
-    """Setup builds Spark's classes into a class-data-sharing archive (`recon.demo.class_archive`) and
+    """Setup builds Spark's classes into a class-data-sharing archive (`recon.spark.class_archive`) and
     the driver options name it; `-Xshare:on` makes a JVM that cannot map it (stale for this JDK
     or these jars, or not there) fail to start instead of running without it."""
     from recon.sparkconf import CDS_ARCHIVE, local_defaults

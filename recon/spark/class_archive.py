@@ -4,8 +4,8 @@ verifying each from Spark's jars again. Spark loads classes all through a run (e
 query plan brings its own), so this is not only start-up: a small hour took ~20% less time
 (docs/deployment.md, "Spark settings and sizing").
 
-`make setup` runs `python -m recon.demo.class_archive`: one small `recon run` of the demo's
-sample dumps whose JVM writes the archive at exit (`-XX:ArchiveClassesAtExit`), again only when
+`make setup` runs `python -m recon.demo.archive_sample` (`build`): one small `recon run` of the
+demo's sample dumps whose JVM writes the archive at exit (`-XX:ArchiveClassesAtExit`), again only when
 the JDK, pyspark's jars (their sizes and times) or the interpreter changed. Sessions and
 spark-submits add `recon.sparkconf.cds_jvm_options()` to the driver's options. A JVM that
 cannot map the archive (another JDK, jars rewritten since, other jars first on the class path,
@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import timedelta
+from collections.abc import Callable
 from pathlib import Path
 
 from recon.sparkconf import CDS_ARCHIVE as ARCHIVE
@@ -48,8 +48,13 @@ def archive_key() -> str:
     )
 
 
-def build(archive: Path = ARCHIVE) -> bool:
-    """Build the archive unless one for this JDK and pyspark is there; True when built."""
+Training = Callable[[Path], tuple[Path, str, str]]
+"""Writes a small pipeline and its dumps under a folder: (its YAML, first hour, last hour)."""
+
+
+def build(training: Training, archive: Path = ARCHIVE) -> bool:
+    """Build the archive from the classes a `recon run` of `training`'s pipeline loads, unless
+    one for this JDK and pyspark is there; True when built."""
     key_file = archive.with_suffix(".key")
     key = archive_key()
     if archive.is_file() and key_file.is_file() and key_file.read_text() == key:
@@ -57,7 +62,7 @@ def build(archive: Path = ARCHIVE) -> bool:
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="recon-cds-") as tmp:
         work = Path(tmp)
-        pipeline, first, last = _sample_pipeline(work)
+        pipeline, first, last = training(work)
         part = work / "spark-classes.jsa"
         jvm = f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={part} {CDS_QUIET}"
         # code generation on: its classes are loaded too, so big hours find them in the archive
@@ -83,43 +88,3 @@ def build(archive: Path = ARCHIVE) -> bool:
         os.replace(staged, archive)
     key_file.write_text(key)
     return True
-
-
-def _sample_pipeline(work: Path) -> tuple[Path, str, str]:
-    """Two hours of the demo's DataWorks sample (inserts, updates, deletes) and the demo's
-    DataWorks pipeline over them (its tables, no snapshot), under `work`."""
-    import yaml
-
-    from recon.demo import sample
-    from recon.demo.demo import DEMO_START, PIPELINES, write_dump
-    from recon.formats import FORMAT_SPECS
-    from recon.hours import format_hour
-
-    hours = [DEMO_START, DEMO_START + timedelta(hours=1)]
-    fmt = "dataworks_json"
-    recs = sample.to_records(sample.ENCODERS[fmt](sample.workload(DEMO_START, 2)), "cds")
-    write_dump(work / "raw", "cds", recs, FORMAT_SPECS[fmt].dump_kind, hours)
-    demo = yaml.safe_load((PIPELINES / f"demo_{fmt}.yaml").read_text())
-    cfg = {
-        "name": "cds",
-        "format": fmt,
-        "raw_path": "raw",
-        "topics": ["cds"],
-        "warehouse": "warehouse",
-        "start": f"{format_hour(DEMO_START)}:00:00Z",
-        "tables": demo["tables"],
-    }
-    pipeline = work / "cds.yaml"
-    pipeline.write_text(yaml.safe_dump(cfg))
-    return pipeline, format_hour(hours[0]), format_hour(hours[1])
-
-
-if __name__ == "__main__":
-    try:
-        built = build()
-    except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # slower, not broken
-        print(
-            f"setup: no Spark class archive ({e}); Spark starts slower without it", file=sys.stderr
-        )
-        sys.exit(0)
-    print(f"setup: Spark class archive {'built' if built else 'up to date'}: {ARCHIVE}")
