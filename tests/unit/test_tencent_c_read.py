@@ -1,5 +1,5 @@
-"""The Tencent lane's read in C (`recon/decode/formats/_tencent_lane.c`) answers as the lane's
-read in Python does, or leaves the message to it: on the demo's and the benchmark's messages
+"""The Tencent lane's read in C (`recon/decode/formats/_tencent_lane.c`) answers as the decoder
+does, or leaves the message to it: on the demo's and the benchmark's messages
 (which it reads itself), on transactions of every kind of value, header and entry
 (hypothesis), and on those messages damaged byte by byte (it must neither crash nor accept what
 Python's protobuf would refuse)."""
@@ -20,7 +20,8 @@ from recon.config import TableConfig
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import tencent_dts_pb as tdts
-from recon.decode.lane import LaneRows
+from recon.decode.lane import LANE_COLUMNS, LaneRows
+from recon.decode.stats import Stat
 from recon.demo import sample
 from tests.support.examples import examples
 
@@ -38,27 +39,51 @@ def _lane(last_seq: int = 0) -> tdts.TencentLane:
     return tdts.TencentLane(dec, LaneRows())
 
 
+def _decoded(value: Any, last_seq: int = 0, offset: int = 7) -> Any:
+    """The decoder's answer to one record, in the lane's form: the reference C is held to.
+    (the last seqId, the row changes (op, row, before, after)) when the decoder applies one
+    whole transaction of row changes and nothing else; None for any other record (the lane
+    leaves it to the decoder); "error" when the decoder quarantines it."""
+    sink = Sink()
+    dec = tdts.TencentDtsPbDecoder(_CTX, sink)
+    dec.last_seq = last_seq
+    try:
+        dec.feed(RawRecord("t", 1, offset, None, value, 0))
+    except Exception:  # noqa: BLE001 - the stream driver quarantines the record
+        return "error"
+    if sink.quarantine:
+        return "error"
+    counted = {stat: n for (_, _, stat), n in sink.stats.items() if n}
+    if counted != {Stat.TRANSACTIONS_COMMITTED: 1} or sink.held or dec.segments:
+        return None
+    if any(ev.op not in ("insert", "update", "delete") for ev in sink.events):
+        return None
+    return dec.last_seq, [
+        (ev.op, tuple(getattr(ev, c) for c in LANE_COLUMNS), _image(ev.before), _image(ev.after))
+        for ev in sink.events
+    ]
+
+
+def _image(image: dict[str, Any] | None) -> Any:
+    return None if image is None else (tuple(image), list(image.values()))
+
+
 def _both(value: Any, last_seq: int = 0, offset: int = 7) -> tuple[Any, Any]:
-    """(C's answer, Python's) to one record: a result, None, or "error"."""
-    rec = RawRecord("t", 1, offset, None, value, 0)
+    """(C's answer, the decoder's) to one record: a result, None, or "error"."""
     lane = _lane(last_seq)
     assert tdts._native is not None
-    out = []
-    for read in (
-        lambda: tdts._native.read(value, last_seq, lane.native_spec, "t", 1, offset),
-        lambda: lane.read_in_python(rec),
-    ):
-        try:
-            out.append(read())
-        except Exception:  # noqa: BLE001 - either read may refuse by raising
-            out.append("error")
-    return out[0], out[1]
+    try:
+        c = tdts._native.read(value, last_seq, lane.native_spec, "t", 1, offset)
+    except Exception:  # noqa: BLE001 - C may refuse by raising
+        c = "error"
+    ref = _decoded(value, last_seq, offset)
+    return c, ref
 
 
 def _agrees(value: Any, last_seq: int = 0) -> Any:
-    """C's answer, checked: Python's, or None (left to Python)."""
-    c, py = _both(value, last_seq)
-    assert c is None or c == "error" and py in (None, "error") or c == py, (c, py)
+    """C's answer, checked: the decoder's, or None (left to the decoder)."""
+    c, ref = _both(value, last_seq)
+    assert c is None or c == "error" and ref in (None, "error") or c == ref, (c, ref)
     return c
 
 

@@ -23,7 +23,7 @@ from recon.core.sqlddl import split_qualified
 from recon.core.values import b64, mysql_logical_type, normalize_datetime_text, parse_timestamp_text
 from recon.decode.base import DecodeContext, Sink, StreamDecoder, TxnAssembler
 from recon.decode.formats.native import native_module
-from recon.decode.lane import Image, Lane, LaneRows
+from recon.decode.lane import Lane, LaneRows
 from recon.decode.stats import Stat
 from recon.decode.stream import native_column, record_at
 from recon.errors import DecodeError
@@ -488,17 +488,13 @@ class TencentLane(Lane):
 
     def read(self, rec: RawRecord) -> tuple[int, list[tuple[Any, ...]]] | None:
         """(the last seqId, the row changes (op, row, before, after)) of a record the lane
-        takes, read as the decoder reads it; None (or an error) for any other. Most are read
-        by C (`_tencent_lane.c`: the same answer; the benchmark's messages decode ~3.5x faster);
-        what it leaves, here."""
-        if _native is not None:
-            got = _native.read(
-                rec.value, self.dec.last_seq, self.native_spec, rec.topic, rec.partition,
-                rec.offset,
-            )  # fmt: skip
-            if got is not None:
-                return got
-        return self.read_in_python(rec)
+        takes, as C reads it (`_tencent_lane.read`: the decoder's answer, ~3.5x faster on the
+        benchmark's messages); None for any other, which the decoder then reads."""
+        if _native is None:
+            return None
+        return _native.read(
+            rec.value, self.dec.last_seq, self.native_spec, rec.topic, rec.partition, rec.offset
+        )
 
     def native_spec(self, columns: bytes, db: str, tbl: str) -> _NativeSpec | None:
         """A DML entry's column list (`columns`: its `columns` fields as written) as the C
@@ -519,61 +515,9 @@ class TencentLane(Lane):
         self.specs[key] = got
         return got
 
-    def read_in_python(self, rec: RawRecord) -> tuple[int, list[tuple[Any, ...]]] | None:
-        """`read` in Python: every record the lane takes."""
-        env = pb.Envelope()
-        env.ParseFromString(rec.value)
-        if env.version != 1 or (env.total or 1) != 1 or env.index != 0:
-            return None
-        entries = _Entries()
-        entries.ParseFromString(env.data)
-        items = entries.items
-        if len(items) < 3:
-            return None
-        last_seq = self.dec.last_seq
-        changes: list[tuple[Any, ...]] = []
-        begun = committed = None
-        for i, entry in enumerate(items):
-            h, ev = entry.header, entry.event
-            seq_id = h.seqId
-            if seq_id:
-                if last_seq and seq_id > last_seq + 1:  # a gap: the decoder counts it
-                    return None
-                last_seq = max(last_seq, seq_id)
-            kind = _entry_kind(h, ev)
-            if i == 0 and kind == "begin":
-                begun = ev.beginEvent.transactionId or h.gtid or None
-            elif i == len(items) - 1 and kind == "commit":
-                committed = ev.commitEvent.transactionId or h.gtid or None
-            elif 0 < i < len(items) - 1 and kind == "dml":
-                changes.extend(self._changes(rec, h, ev.dmlEvent))
-            else:
-                return None
-        txn_id = begun if begun or not committed else committed  # `_whole_transaction`'s
-        return last_seq, [(op, (*row[:10], txn_id, *row[11:]), b, a) for op, row, b, a in changes]
-
-    def _changes(self, rec: RawRecord, h: pb.Header, dml: pb.DMLEvent) -> list[tuple[Any, ...]]:
-        """A DML entry's rows as the lane's (op, row, before, after), as `_dml` reads them;
-        the transaction id is filled in by `read`."""
-        c = _DmlCommon(self.dec.ctx, rec, h, dml)
-        out = []
-        topic, partition, offset = rec.topic, rec.partition, rec.offset
-        for row_i, row in enumerate(dml.rows):
-            before, after, types = c.images(row)
-            lane_row = (  # `LANE_COLUMNS`
-                c.db, c.tbl, c.pk, types, c.head + u32(row_i) + c.tail, c.gtid, c.file, c.pos,
-                c.seq, row_i, None, c.time_ms, None, topic, partition, offset,
-            )  # fmt: skip
-            out.append((c.op, lane_row, _lane_image(before), _lane_image(after)))
-        return out
-
 
 TencentDtsPbDecoder.lane = TencentLane
 
 _NativeSpec = tuple[tuple[str, ...], bytes, list[str], dict[str, str]]
 _LOGICAL_CODE = {"datetime": 1, "timestamp": 2, **dict.fromkeys(_TEXT_LOGICAL, 3), "unknown": 4}
 """A column's logical type as the C read codes it (0: any other)."""
-
-
-def _lane_image(image: dict[str, str | None] | None) -> Image | None:
-    return None if image is None else (tuple(image), list(image.values()))
