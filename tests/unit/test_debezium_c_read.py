@@ -1,5 +1,5 @@
-"""The Debezium lane's read in C (`recon/decode/formats/_debezium_lane.c`) answers as the lane's
-read in Python does, or leaves the message to it: on the demo's, the benchmark's and a real
+"""The Debezium lane's read in C (`recon/decode/formats/_debezium_lane.c`) answers as the
+decoder does, or leaves the message to it: on the demo's, the benchmark's and a real
 connector's messages (which it reads itself), on envelopes of every kind of schema field,
 value, source and payload member, written with whitespace, escapes, duplicates and extra
 members (hypothesis), and on those messages damaged byte by byte (it must neither crash nor
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import debezium_json as dbz
-from recon.decode.lane import LaneRows
+from recon.decode.lane import LANE_COLUMNS, LaneRows
 from recon.demo import sample
 from tests.support.examples import examples
 from tests.support.json_text import (
@@ -33,7 +33,6 @@ from tests.support.json_text import (
     hostile_layout,
     hostile_members,
     json_text,
-    python_only,
     rare,
 )
 
@@ -57,10 +56,10 @@ def _both(
     keys: dict[str, list[str]] | None = None,
     place: tuple[int, int] = (1, 7),
 ) -> tuple[Any, Any]:
-    """(C's answer, Python's) to one record (of record key `key`, at partition and offset
-    `place`, the pipeline's configured `keys`): a result, None (C: left to Python) or "error".
-    C reads a message whose schema text opens it as a message read before did (`learnt`,
-    else `value` itself): that one is read first, as the stream would have."""
+    """(C's answer, the decoder's) to one record (of record key `key`, at partition and offset
+    `place`, the pipeline's configured `keys`): a result, None (C: left to the decoder) or
+    "error". C reads a message whose schema text opens it as a message read before did
+    (`learnt`, else `value` itself): that one is read first, as the stream would have."""
     rec = RawRecord("t", *place, key, value, 0)
     dbz._PARSE(learnt if learnt is not None else value)
     known = dbz._PARSE.known_opening(value)
@@ -77,9 +76,62 @@ def _both(
                 rec.topic, rec.partition, rec.offset,
             ))  # fmt: skip
             assert c != "error", "the C read raised"
-    with python_only(dbz):
-        py = attempt(lambda: _lane(keys).read(rec))
-    return c, py
+    ref = _decoded(rec, keys)
+    return c, ref
+
+
+def _decoded(rec: RawRecord, keys: dict[str, list[str]] | None) -> Any:
+    """The decoder's answer to `rec` in the lane's form, the reference C is held to: (op, row,
+    before, after) of a row change the lane takes (`DebeziumLane`'s docstring: a create, read,
+    update or delete in the converter's envelope whose source names its table, whose schema's
+    before and after hold the same columns, every one of them in its images); None for any
+    other record; "error" when the decoder quarantines it."""
+    sink = Sink()
+    dec = dbz.DebeziumJsonDecoder(DecodeContext(primary_keys=keys or {}), sink)
+    try:
+        dec.feed(RawRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}))
+    except Exception:  # noqa: BLE001 - the stream driver quarantines the record
+        return "error"
+    if sink.quarantine:
+        return "error"
+    if len(sink.events) != 1 or not _lane_shaped(rec.value):
+        return None
+    ev = sink.events[0]
+    if ev.op not in ("insert", "update", "delete", "snapshot"):
+        return None
+    image = lambda d: None if d is None else (tuple(d), list(d.values()))  # noqa: E731
+    return ev.op, tuple(getattr(ev, c) for c in LANE_COLUMNS), image(ev.before), image(ev.after)
+
+
+def _lane_shaped(value: Any) -> bool:
+    """Whether a message is one the lane's docstring says it takes (the values aside)."""
+    try:
+        msg = orjson.loads(value)
+    except (orjson.JSONDecodeError, TypeError):
+        return False
+    if type(msg) is not dict or msg.keys() != {"schema", "payload"}:
+        return False
+    schema, payload = msg["schema"], msg["payload"]
+    if type(schema) is not dict or type(payload) is not dict:
+        return False
+    source = payload.get("source")
+    if payload.get("op") not in ("c", "u", "d", "r") or type(source) is not dict:
+        return False
+    if not all(type(source.get(k)) is str and source[k] for k in ("db", "table")):
+        return False
+    parts = {
+        f.get("field"): f.get("fields")
+        for f in schema.get("fields") or []
+        if type(f) is dict and f.get("field") in ("before", "after")
+    }
+    cols = {w: [c.get("field") for c in p] for w, p in parts.items() if type(p) is list}
+    if cols.keys() != {"before", "after"} or cols["before"] != cols["after"]:
+        return False
+    for w in ("before", "after"):
+        img = payload.get(w)
+        if img is not None and (type(img) is not dict or sorted(img) != sorted(cols[w])):
+            return False
+    return True
 
 
 def _agrees(value: bytes, learnt: bytes | None = None, **record: Any) -> Any:

@@ -569,39 +569,22 @@ class DebeziumLane(Lane):
     def read(
         self, rec: RawRecord
     ) -> tuple[Op, tuple[Any, ...], LaneImage | None, LaneImage | None] | None:
-        """The record's (op, row, before, after), read as `DebeziumJsonDecoder.handle` reads
-        it; None (or an error) when it is not one the lane takes. A message whose schema text
-        was seen before is read by C (`_debezium_lane.c`: the same answer, its row built as
-        `row` builds it, or None for what it leaves to this read)."""
+        """The record's (op, row, before, after) as C reads it (`_debezium_lane.read`: a
+        message whose schema text the decoder's parse has seen, its row built as the decoder
+        builds its event); None for any other, which the decoder then reads."""
         value = rec.value
         if not value or value[:1] in _NULL_OPENINGS:
             return None
-        if _native is not None:
-            known = _PARSE.known_opening(value)
-            if known is not None and type(known[0]) is dict:
-                table = self.table_of(known[0])
-                if table.native is not None:
-                    got = _native.read(
-                        value, known[1], table.native, rec.key, self.primary_keys,
-                        _shared_key, rec.topic, rec.partition, rec.offset,
-                    )  # fmt: skip
-                    if got is not None:
-                        return got
-        msg = self.parse(value)
-        if type(msg) is not dict or len(msg) != 2:
+        known = _PARSE.known_opening(value)
+        if known is None or type(known[0]) is not dict or _native is None:
             return None
-        schema, payload = msg.get("schema"), msg.get("payload")
-        if type(payload) is not dict or type(schema) is not dict:
+        table = self.table_of(known[0])
+        if table.native is None:
             return None
-        op_code, source = payload.get("op"), payload.get("source") or {}
-        if op_code not in _LANE_OPS or type(source) is not dict:
-            return None
-        table = self.table_of(schema)
-        if table.types is None:
-            return None
-        before = table.image(payload.get("before"), "before")
-        after = table.image(payload.get("after"), "after")
-        return self.row(rec, table, op_code, source, payload.get("transaction"), before, after)
+        return _native.read(
+            value, known[1], table.native, rec.key, self.primary_keys,
+            _shared_key, rec.topic, rec.partition, rec.offset,
+        )  # fmt: skip
 
     def table_of(self, schema: dict[str, Any]) -> _LaneSchema:
         if schema is not self.schema:  # most messages share their table's schema object
@@ -609,32 +592,6 @@ class DebeziumLane(Lane):
             self.schema = schema
         assert self.table is not None
         return self.table
-
-    def row(
-        self,
-        rec: RawRecord,
-        table: _LaneSchema,
-        op_code: str,
-        source: dict[str, Any],
-        transaction: Any,
-        before: LaneImage | None,
-        after: LaneImage | None,
-    ) -> tuple[Op, tuple[Any, ...], LaneImage | None, LaneImage | None] | None:
-        """`read`'s answer from a message's op code (one of `_LANE_OPS`), `source`, payload
-        `transaction` and images; None when the lane does not take it."""
-        db, tbl = source.get("db"), source.get("table")
-        if type(db) is not str or type(tbl) is not str or not db or not tbl:
-            return None
-        op = _op(op_code, source.get("snapshot"))
-        if (before if op == "delete" else after) is None:
-            return None
-        pk = self.dec._key_columns(rec, db, tbl)
-        ok, gtid, file, pos, row, txn, ts = _position(rec, source, transaction)
-        lane_row = (  # `LANE_COLUMNS`
-            db, tbl, pk, table.types, ok, gtid, file, pos, None, row, txn, ts, table.defaults,
-            rec.topic, rec.partition, rec.offset,
-        )  # fmt: skip
-        return op, lane_row, before, after
 
 
 DebeziumJsonDecoder.lane = DebeziumLane
@@ -666,19 +623,6 @@ class _LaneSchema:
                 native = _native_spec(fields, before, after)
                 if native is not None:
                     self.native = (*native, self.types, self.defaults)
-
-    def image(self, img: Any, which: str) -> LaneImage | None:
-        """An image as (column names, values as text), as `_image` gives it; an error (the
-        lane refuses the message) unless it holds every column of its part of the schema."""
-        if img is None:
-            return None
-        part = self.parts[which]
-        if type(img) is not dict or img.keys() != part.types.keys():
-            raise DecodeError("not a full row image")
-        convs, plain = part.convs, part.plain
-        return tuple(img), [
-            v if type(v) is str and c in plain else convs[c](v) for c, v in img.items()
-        ]
 
 
 def _native_spec(fields: _Fields, before: _Part, after: _Part) -> tuple[Any, ...] | None:
