@@ -11,6 +11,11 @@ record, damage, a record the decoder would count or pair) it refuses, changing n
 stream driver feeds the record to the decoder, after the one record the lane may hold for its
 partner (`release`). So the hour's events, quarantine, carry and counters are the decoder's,
 whichever records the lane took; only the order of the event rows differs.
+
+A lane reads a record by its format's C module (`recon.decode.formats.native`): one fast read
+per format, held to the decoder's answer by the differential tests. Tencent's and Debezium's
+lanes have no read of their own beside it (a record C leaves goes to the decoder); DataWorks'
+still has one in Python (its differential tests compare against it; to be removed).
 """
 
 from __future__ import annotations
