@@ -13,9 +13,8 @@ partner (`release`). So the hour's events, quarantine, carry and counters are th
 whichever records the lane took; only the order of the event rows differs.
 
 A lane reads a record by its format's C module (`recon.decode.formats.native`): one fast read
-per format, held to the decoder's answer by the differential tests. Tencent's and Debezium's
-lanes have no read of their own beside it (a record C leaves goes to the decoder); DataWorks'
-still has one in Python (its differential tests compare against it; to be removed).
+per format, held to the decoder's answer by the differential tests; a lane has no read of its
+own beside it (a record C leaves goes to the decoder).
 """
 
 from __future__ import annotations

@@ -4,9 +4,6 @@ byte, and a format module's read in Python alone."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import ModuleType
 from typing import Any
 
 import orjson
@@ -50,19 +47,9 @@ def attempt(read: Any) -> Any:
         return "error"
 
 
-@contextmanager
-def python_only(module: ModuleType) -> Iterator[None]:
-    """A format module's lane without its C read (`_native`), as a checkout not set up has it."""
-    native, module._native = module._native, None  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        module._native = native  # type: ignore[attr-defined]
-
-
 def agreeing(value: bytes, c: Any, py: Any) -> Any:
-    """C's answer `c` to `value`, checked against Python's `py`: the same, or None (left to
-    Python), or an error where Python's is one or None."""
+    """C's answer `c` to `value`, checked against the decoder's `py` (in the lane's form): the
+    same, or None (left to the decoder), or an error where the decoder's is one or None."""
     assert c is None or c == py or c == "error" and py in (None, "error"), (value, c, py)
     return c
 

@@ -1,5 +1,5 @@
 """The DataWorks lane's read in C (`recon/decode/formats/_dataworks_lane.c`) answers as the
-lane's read in Python does, or leaves the message to it: on the demo's, the benchmark's and
+decoder does, or leaves the message to it: on the demo's, the benchmark's and
 the vendor document's messages (which it reads itself), on messages of every kind of column,
 value and payload member, written with whitespace, escapes, duplicates and extra members
 (hypothesis), and on those messages damaged byte by byte (it must neither crash nor accept
@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import dataworks_json as dw
-from recon.decode.lane import LaneRows
+from recon.decode.lane import LANE_COLUMNS, LaneRows
+from recon.decode.stats import Stat
 from recon.demo import sample
 from tests.support.examples import examples
 from tests.support.json_text import (
@@ -31,7 +32,6 @@ from tests.support.json_text import (
     hostile_layout,
     hostile_members,
     json_text,
-    python_only,
     rare,
 )
 
@@ -45,9 +45,9 @@ def _lane() -> dw.DataworksLane:
 
 
 def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
-    """(C's answer, Python's) to one record: a result, None (C: left to Python) or "error".
-    C reads a message whose schema text opens it as a message read before did (`learnt`,
-    else `value` itself): that one is read first, as the stream would have."""
+    """(C's answer, the decoder's) to one record: a result, None (C: left to the decoder) or
+    "error". C reads a message whose schema text opens it as a message read before did
+    (`learnt`, else `value` itself): that one is read first, as the stream would have."""
     rec = RawRecord("t", 1, 7, None, value, 0)
     dw._PARSE(learnt if learnt is not None else value)
     known = dw._PARSE.known_opening(value)
@@ -61,9 +61,44 @@ def _both(value: bytes, learnt: bytes | None = None) -> tuple[Any, Any]:
         elif table.native is not None:
             c = attempt(lambda: dw._native.read(value, known[1], table.native, "t", 1, 7))
             assert c != "error", "the C read raised"
-    with python_only(dw):
-        py = attempt(lambda: _lane().read(rec))
-    return c, py
+    ref = _decoded(rec)
+    return c, ref
+
+
+_RAW_OP = {"insert": "INSERT", "delete": "DELETE", "update": "UPDATE_AFTER"}
+_LANE_STATS = {Stat.UPDATE_AFTER_UNPAIRED}
+"""What the decoder may count of a record the lane reads (an UPDATE_AFTER alone)."""
+
+
+def _decoded(rec: RawRecord) -> Any:
+    """The decoder's answer to one record in the lane's form, the reference C is held to: (op,
+    row, pair key, before, after) of a row change of a table with a key, of declared columns
+    and a numeric sequenceId (`DataworksLane`'s docstring), an UPDATE_BEFOR as the decoder
+    holds it; None for any other record; "error" when the decoder quarantines it."""
+    sink = Sink()
+    dec = dw.DataworksJsonDecoder(DecodeContext(), sink)
+    try:
+        dec.feed(RawRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}))
+    except Exception:  # noqa: BLE001 - the stream driver quarantines the record
+        return "error"
+    if sink.quarantine:
+        return "error"
+    if {stat for (_, _, stat), n in sink.stats.items() if n} - _LANE_STATS:
+        return None
+    if len(sink.events) == 1 and not dec.pending and sink.events[0].op in _RAW_OP:
+        ev = sink.events[0]
+        op = _RAW_OP[ev.op]
+    elif not sink.events and len(dec.pending) == 1:
+        (_, ev), op = next(iter(dec.pending.values())), "UPDATE_BEFOR"
+    else:
+        return None
+    schema = dw._PARSE(rec.value).get("schema") or dw._NO_SCHEMA
+    if not ev.pk or ev.types is not dw._SCHEMA_COLUMNS(schema)[0]:
+        return None  # keyless, or a column the schema does not declare: not the lane's
+    pair = f"{ev.db}.{ev.tbl}:{ev.seq}" if op in ("UPDATE_BEFOR", "UPDATE_AFTER") else ""
+    image = lambda d: None if d is None else (tuple(d), list(d.values()))  # noqa: E731
+    row = tuple(getattr(ev, c) for c in LANE_COLUMNS)
+    return op, row, pair, image(ev.before), image(ev.after)
 
 
 def _agrees(value: bytes, learnt: bytes | None = None) -> Any:
@@ -334,10 +369,7 @@ def test_the_c_read_builds_the_order_key_of_any_record_place_or_leaves_it() -> N
         (-1, 5, False), (3, 2**63, False),
     ]:  # fmt: skip
         c = dw._native.read(value, known[1], table.native, "topic", partition, offset)
-        with python_only(dw):
-            py = attempt(
-                lambda: _lane().read(RawRecord("topic", partition, offset, None, value, 0))
-            )
+        py = _decoded(RawRecord("topic", partition, offset, None, value, 0))
         assert (c is not None) == c_reads and (c is None or c == py), (partition, offset, c, py)
         if c is not None:
             assert c[1][4][16:] == b"\x00" + partition.to_bytes(4, "big") + offset.to_bytes(

@@ -309,7 +309,8 @@ def test_dataworks_messages_sharing_a_schema_decode_as_each_read_alone(
     assert dict(exact["after"][0].as_py())["id"] == "9" * 30
     monkeypatch.setattr(DataworksJsonDecoder, "parse", lambda self, v: orjson.loads(v))
     alone = decode_records(records, "dataworks_json", ctx)
-    assert shared.equals(alone)
+    # the same rows (their order differs: the lane's rows and the decoder's are batched apart)
+    assert sorted(map(repr, shared.to_pylist())) == sorted(map(repr, alone.to_pylist()))
     events = shared.filter(pa.compute.equal(shared["kind"], "event")).sort_by("offset").to_pylist()
     assert [dict(e["types"]) for e in events][:2] == [
         {"id": "int64", "v": "string"},

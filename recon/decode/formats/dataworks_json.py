@@ -28,7 +28,7 @@ from recon.decode.base import (
     text_list,
 )
 from recon.decode.formats.native import native_module
-from recon.decode.lane import Image, Lane, LaneRows, opening_specs
+from recon.decode.lane import Lane, LaneRows, opening_specs
 from recon.decode.stats import Stat, non_dml
 from recon.decode.stream import native_column
 from recon.errors import DecodeError
@@ -402,72 +402,25 @@ class DataworksLane(Lane):
         return stop, consumed
 
     def read(self, rec: RawRecord) -> _Read | None:
-        """The record's row change, read as `DataworksJsonDecoder.handle` reads it; None (or an
-        error) when it is not one the lane takes. A message whose schema text was seen before
-        has the rest read, and its answer built, by C (`_dataworks_lane.c`: the same answer, or
-        None for what it leaves to this read)."""
+        """The record's row change as C reads it (`_dataworks_lane.read`: a message whose
+        schema text the decoder's parse has seen); None for any other, which the decoder then
+        reads."""
         value = rec.value
-        if not value:
+        if not value or _native is None:
             return None
-        if _native is not None:
-            known = _PARSE.known_opening(value)
-            if known is not None:
-                table = self.table_of(known[0] or _NO_SCHEMA)
-                if table.native is not None:
-                    got = _native.read(
-                        value, known[1], table.native, rec.topic, rec.partition, rec.offset
-                    )
-                    if got is not None:
-                        return got
-        msg = self.parse(value)
-        payload = msg.get("payload") if type(msg) is dict else None
-        if type(payload) is not dict:
+        known = _PARSE.known_opening(value)
+        if known is None:
             return None
-        op = payload.get("op")
-        if op not in _ROW_OPS:
+        table = self.table_of(known[0] or _NO_SCHEMA)
+        if table.native is None:
             return None
-        table = self.table_of(msg.get("schema") or _NO_SCHEMA)
-        ts = payload.get("timestamp")
-        event_time = ts.get("eventTime") if isinstance(ts, dict) else None
-        before = table.image(payload.get("before"), "before")
-        after = table.image(payload.get("after"), "after")
-        return self.row(rec, table, op, payload.get("sequenceId"), event_time, before, after)
+        return _native.read(value, known[1], table.native, rec.topic, rec.partition, rec.offset)
 
     def table_of(self, schema: Any) -> _LaneTable:
         if schema is not self.schema:  # most messages share their table's schema object
             self.table = _LANE_TABLE(schema)
             self.schema = schema
         return self.table
-
-    def row(
-        self,
-        rec: RawRecord,
-        table: _LaneTable,
-        op: str,
-        seq_text: Any,
-        event_time: Any,
-        before: Image | None,
-        after: Image | None,
-    ) -> _Read | None:
-        """`read`'s answer from a row change's op (one of `_ROW_OPS`), `sequenceId`,
-        `timestamp.eventTime` and images; None when the lane does not take it."""
-        # `decimal_text_number`, inline for the common text
-        seq = int(seq_text) if type(seq_text) is str and seq_text.isdecimal() else None
-        if seq is None:
-            seq = decimal_text_number(seq_text)
-        if not table.pk or seq is None:
-            return None
-        flag = b"\x00" if op == "UPDATE_BEFOR" else b"\x01"
-        partition, offset = rec.partition, rec.offset
-        row = (  # `LANE_COLUMNS`
-            table.db, table.tbl, table.pk, table.types,
-            u128(seq) + flag + kafka_tail(partition, offset), None, None, None, str(seq_text), 0,
-            None, i64(event_time, "eventTime") if type(event_time) is int else None, None,
-            rec.topic, partition, offset,
-        )  # fmt: skip
-        if (before if _NEEDS[op] == "before" else after) is None:
-            return None
-        return op, row, f"{table.pairs}{seq_text}" if op in _PAIRED else "", before, after
 
     def release(self) -> RawRecord | None:
         held, self.held = self.held, None
@@ -490,8 +443,6 @@ class _LaneTable:
         self.types, self.pk = _SCHEMA_COLUMNS(schema)
         self.pairs = f"{self.db}.{self.tbl}:"
         """The start of the key that pairs an update's two records (`handle`'s)."""
-        self.numbers = frozenset(c for c, t in self.types.items() if t != "timestamp")
-        """The columns whose integer values are their decimal text (`_value`)."""
         spec = _native_spec(self.types) if self.pk else None  # keyless: not the lane's
         self.native = (
             None if spec is None else (*spec, self.db, self.tbl, self.pk, self.types, self.pairs)
@@ -500,23 +451,6 @@ class _LaneTable:
         UTF-8), how C writes their integers (0: decimal text, 6: a DATE's instant), and what
         its rows hold of the table (db, tbl, key, types; the pair key's prefix); None: C does
         not read this table's messages (a table without a key, which the lane leaves too)."""
-
-    def image(self, part: Any, which: str) -> Image | None:
-        """An image as (column names, values as text), as `_typed` gives it; an error (the
-        lane refuses the record) for a column the schema does not declare."""
-        cols = _image_columns(part, which)
-        if cols is None:
-            return None
-        types, numbers = self.types, self.numbers
-        if not types.keys() >= cols.keys():
-            raise KeyError("a column the schema does not declare")
-        values = [
-            v if type(v) is str
-            else str(v) if type(v) is int and c in numbers
-            else _value(v, types[c])
-            for c, v in cols.items()
-        ]  # fmt: skip
-        return tuple(cols), values
 
 
 _LANE_TABLE = PerObject(_LaneTable)
