@@ -21,6 +21,8 @@ from recon.config import TableConfig
 from recon.core.model import RAW_SCHEMA, RawRecord
 from recon.decode import stream
 from recon.decode.base import DecodeContext
+from recon.decode.formats import dataworks_json as dw_json
+from recon.decode.formats import debezium_json as dbz_json
 from recon.decode.formats.dataworks_json import DataworksJsonDecoder, DataworksLane
 from recon.decode.formats.debezium_json import DebeziumLane
 from recon.decode.formats.tencent_dts_pb import TencentLane
@@ -281,6 +283,8 @@ def test_the_lane_takes_the_common_records() -> None:
         _text(_message("DELETE", "10", "t", {"id": 1, "v": "b"}, None, 1)),
         _text(_message("MHEARTBEAT", None, "t", None, None, 1)),
     ]
+    for value in values:  # each schema's text read before, as a stream's earlier records do
+        dw_json._PARSE(value)
     driver = _StreamDriver("dataworks_json", DecodeContext())
     driver.cls = Counting
     for offset, value in enumerate(values):
@@ -330,6 +334,8 @@ def test_the_lanes_record_loop_takes_a_runs_common_records(in_place: bool) -> No
     cols = [["t"] * len(values), [0] * len(values), list(range(len(values))),
             [None] * len(values), values, [0] * len(values), [None] * len(values),
             [None] * len(values), [None] * len(values)]  # fmt: skip
+    for value in values:  # each schema's text read before, as a stream's earlier records do
+        dw_json._PARSE(value)
     driver = _StreamDriver("dataworks_json", DecodeContext())
     driver.lane_class = Counting
     if in_place:  # read from an Arrow array's buffers, between other partitions' rows
@@ -581,8 +587,8 @@ def test_the_debezium_lane_decodes_what_the_decoder_decodes(
 
 
 def test_the_debezium_lane_takes_full_row_changes() -> None:
-    """A create, an update and a delete with full images in a schema's envelope go by the
-    lane, another table's message between them; a tombstone and a message without a schema go
+    """A create, an update and a delete with full images in a schema's envelope whose text the
+    stream read before go by the lane, another table's message between them; a tombstone and a message without a schema go
     to the decoder. What the lane reads of a schema it reads once: one table's rows share
     their key, types and defaults."""
     full = {"id": 1, "amount": "AQI=", "at": 1772445600000, "v": "a"}
@@ -595,6 +601,9 @@ def test_the_debezium_lane_takes_full_row_changes() -> None:
         None,
         _dbz(1, "c", source, None, full, bare=True),
     ]
+    for value in values:  # each schema's text read before, as a stream's earlier records do
+        if value:
+            dbz_json._PARSE(value)
     driver = _StreamDriver("debezium_json", DecodeContext())
     for offset, value in enumerate(values):
         driver.feed(RawRecord("p.s.t", 0, offset, b'{"id": 1}', value, 0))
@@ -632,6 +641,9 @@ def test_the_debezium_record_loop_takes_a_runs_row_changes(in_place: bool) -> No
     keys[2] = b'{"v":"a"}'  # another key: its own shape
     cols = [["p.s.t"] * n, [0] * n, list(range(n)), keys, values, [0] * n, [None] * n,
             [None] * n, [None] * n]  # fmt: skip
+    for value in values:  # each schema's text read before, as a stream's earlier records do
+        if value:
+            dbz_json._PARSE(value)
     driver = _StreamDriver("debezium_json", DecodeContext())
     driver.lane_class = Counting
     if in_place:  # read from an Arrow array's buffers, between other partitions' rows
