@@ -324,13 +324,27 @@ def spill_dir() -> str | None:
     return os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
 
 
-class EventSpill:
+class _ScratchFile:
+    """A file of this process's own (mode 0600) in `spill_dir`, deleted by `drop`."""
+
+    def __init__(self, suffix: str, mode: str) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="recon-txn-", suffix=suffix, dir=spill_dir())
+        self.file = os.fdopen(fd, mode)
+
+    def drop(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class EventSpill(_ScratchFile):
     """An open transaction's events on disk: chunks of `Event`s, pickled (this process wrote
     the file, mode 0600, and reads it back; it is deleted when read or dropped)."""
 
     def __init__(self) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="recon-txn-", suffix=".pickle", dir=spill_dir())
-        self.file = os.fdopen(fd, "wb")
+        super().__init__(".pickle", "wb")
         self.count = 0
 
     def write(self, events: list[Event]) -> None:
@@ -346,13 +360,6 @@ class EventSpill:
                 except EOFError:
                     return
 
-    def drop(self) -> None:
-        self.file.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-
 
 TXN_SPILL_BYTES = 64 << 20
 """An open transaction's records' values go to a file of their own once they hold this many
@@ -360,14 +367,13 @@ bytes in memory (`ValueSpill`): needed again only if the transaction is carried 
 hour or abandoned (quarantined)."""
 
 
-class ValueSpill:
+class ValueSpill(_ScratchFile):
     """The values of records an open transaction holds, on disk (mode 0600). Closed when the
     transaction is done (committed, abandoned, carried): the stream driver deletes it at its
     next drain, after it read the values it still writes out (`value_bytes`)."""
 
     def __init__(self) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="recon-txn-", suffix=".values", dir=spill_dir())
-        self.file = os.fdopen(fd, "w+b")
+        super().__init__(".values", "w+b")
         self.closed = False
 
     def put(self, value: bytes) -> SpilledValue:
@@ -379,13 +385,6 @@ class ValueSpill:
         self.file.flush()
         self.file.seek(at)
         return self.file.read(n)
-
-    def drop(self) -> None:
-        self.file.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,17 +147,12 @@ def expire_table(
                 table = load_table(cfg, name)
                 old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id in set(old)]
         table = load_table(cfg, name)
-    live = {  # the data files and the position-delete files kept versions read
-        str(local_path(f.file_path))
-        for s in table.snapshots()
-        for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
-        for f in (t.file, *t.delete_files)
-    }
+    live = _live_files(table)
     data = local_path(table.location()) / "data"
     removed, freed = [], 0
     for hour_dir in _old_hour_dirs(data, cutoff):
         for f in sorted(hour_dir.rglob("*.parquet")):
-            if str(f) not in live:
+            if f not in live:
                 freed += f.stat().st_size
                 f.unlink()
                 f.with_name(f".{f.name}.crc").unlink(missing_ok=True)  # Spark's checksum
@@ -174,6 +169,16 @@ def expire_table(
     if note:
         out["note"] = note
     return out
+
+
+def _live_files(table: Table) -> set[Path]:
+    """The data files and position-delete files the table's kept versions read."""
+    return {
+        local_path(f.file_path)
+        for s in table.snapshots()
+        for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
+        for f in (t.file, *t.delete_files)
+    }
 
 
 def protected_versions(table: Any) -> dict[int, list[str]]:
@@ -325,12 +330,7 @@ def expire_audit_table(cfg: PipelineConfig, keep_hours: int) -> dict[str, int]:
     old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id not in keep]
     if old:
         table.maintenance.expire_snapshots().by_ids(old).commit()
-    live = {
-        local_path(f.file_path)
-        for s in table.snapshots()
-        for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
-        for f in (t.file, *t.delete_files)
-    }
+    live = _live_files(table)
     data = local_path(table.location()) / "data"
     files = [f for f in data.rglob("*.parquet") if f not in live] if data.is_dir() else []
     for f in files:

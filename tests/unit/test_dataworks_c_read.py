@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import dataworks_json as dw
-from recon.decode.lane import LANE_COLUMNS, LaneRows
+from recon.decode.lane import LaneRows
 from recon.decode.stats import Stat
 from recon.demo import sample
 from tests.support.examples import examples
@@ -34,6 +34,7 @@ from tests.support.json_text import (
     json_text,
     rare,
 )
+from tests.support.lane_reference import fed_alone, lane_image, lane_row
 
 _VECTORS = Path(__file__).parents[1] / "data/cdc-vectors/dataworks-json"
 """Real messages (Apache Paimon's test resources): an INSERT, a DELETE, and an UPDATE_AFTER
@@ -77,11 +78,7 @@ def _decoded(rec: RawRecord) -> Any:
     holds it; None for any other record; "error" when the decoder quarantines it."""
     sink = Sink()
     dec = dw.DataworksJsonDecoder(DecodeContext(), sink)
-    try:
-        dec.feed(RawRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}))
-    except Exception:  # noqa: BLE001 - the stream driver quarantines the record
-        return "error"
-    if sink.quarantine:
+    if not fed_alone(dec, rec):
         return "error"
     if {stat for (_, _, stat), n in sink.stats.items() if n} - _LANE_STATS:
         return None
@@ -96,9 +93,7 @@ def _decoded(rec: RawRecord) -> Any:
     if not ev.pk or ev.types is not dw._SCHEMA_COLUMNS(schema)[0]:
         return None  # keyless, or a column the schema does not declare: not the lane's
     pair = f"{ev.db}.{ev.tbl}:{ev.seq}" if op in ("UPDATE_BEFOR", "UPDATE_AFTER") else ""
-    image = lambda d: None if d is None else (tuple(d), list(d.values()))  # noqa: E731
-    row = tuple(getattr(ev, c) for c in LANE_COLUMNS)
-    return op, row, pair, image(ev.before), image(ev.after)
+    return op, lane_row(ev), pair, lane_image(ev.before), lane_image(ev.after)
 
 
 def _agrees(value: bytes, learnt: bytes | None = None) -> Any:

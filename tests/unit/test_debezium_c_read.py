@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import debezium_json as dbz
-from recon.decode.lane import LANE_COLUMNS, LaneRows
+from recon.decode.lane import LaneRows
 from recon.demo import sample
 from tests.support.examples import examples
 from tests.support.json_text import (
@@ -35,6 +35,7 @@ from tests.support.json_text import (
     json_text,
     rare,
 )
+from tests.support.lane_reference import fed_alone, lane_image, lane_row
 
 _KEY = b'{"id":1}'
 _VECTOR = (
@@ -87,20 +88,14 @@ def _decoded(rec: RawRecord, keys: dict[str, list[str]] | None) -> Any:
     before and after hold the same columns, every one of them in its images); None for any
     other record; "error" when the decoder quarantines it."""
     sink = Sink()
-    dec = dbz.DebeziumJsonDecoder(DecodeContext(primary_keys=keys or {}), sink)
-    try:
-        dec.feed(RawRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}))
-    except Exception:  # noqa: BLE001 - the stream driver quarantines the record
-        return "error"
-    if sink.quarantine:
+    if not fed_alone(dbz.DebeziumJsonDecoder(DecodeContext(primary_keys=keys or {}), sink), rec):
         return "error"
     if len(sink.events) != 1 or not _lane_shaped(rec.value):
         return None
     ev = sink.events[0]
     if ev.op not in ("insert", "update", "delete", "snapshot"):
         return None
-    image = lambda d: None if d is None else (tuple(d), list(d.values()))  # noqa: E731
-    return ev.op, tuple(getattr(ev, c) for c in LANE_COLUMNS), image(ev.before), image(ev.after)
+    return ev.op, lane_row(ev), lane_image(ev.before), lane_image(ev.after)
 
 
 def _lane_shaped(value: Any) -> bool:

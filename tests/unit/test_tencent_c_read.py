@@ -20,10 +20,11 @@ from recon.config import TableConfig
 from recon.core.model import RawRecord
 from recon.decode.base import DecodeContext, Sink
 from recon.decode.formats import tencent_dts_pb as tdts
-from recon.decode.lane import LANE_COLUMNS, LaneRows
+from recon.decode.lane import LaneRows
 from recon.decode.stats import Stat
 from recon.demo import sample
 from tests.support.examples import examples
+from tests.support.lane_reference import fed_alone, lane_image, lane_row
 
 _TXNS = sample.workload(datetime(2026, 11, 20, tzinfo=UTC), 1, txns_per_hour=6, seed=5)
 _DEMO = [v for _, _, _, v in sample.encode_tencent(_TXNS, segment_bytes=10**6).records]
@@ -47,11 +48,7 @@ def _decoded(value: Any, last_seq: int = 0, offset: int = 7) -> Any:
     sink = Sink()
     dec = tdts.TencentDtsPbDecoder(_CTX, sink)
     dec.last_seq = last_seq
-    try:
-        dec.feed(RawRecord("t", 1, offset, None, value, 0))
-    except Exception:  # noqa: BLE001 - the stream driver quarantines the record
-        return "error"
-    if sink.quarantine:
+    if not fed_alone(dec, RawRecord("t", 1, offset, None, value, 0)):
         return "error"
     counted = {stat: n for (_, _, stat), n in sink.stats.items() if n}
     if counted != {Stat.TRANSACTIONS_COMMITTED: 1} or sink.held or dec.segments:
@@ -59,13 +56,8 @@ def _decoded(value: Any, last_seq: int = 0, offset: int = 7) -> Any:
     if any(ev.op not in ("insert", "update", "delete") for ev in sink.events):
         return None
     return dec.last_seq, [
-        (ev.op, tuple(getattr(ev, c) for c in LANE_COLUMNS), _image(ev.before), _image(ev.after))
-        for ev in sink.events
+        (ev.op, lane_row(ev), lane_image(ev.before), lane_image(ev.after)) for ev in sink.events
     ]
-
-
-def _image(image: dict[str, Any] | None) -> Any:
-    return None if image is None else (tuple(image), list(image.values()))
 
 
 def _both(value: Any, last_seq: int = 0, offset: int = 7) -> tuple[Any, Any]:

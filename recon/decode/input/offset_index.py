@@ -117,8 +117,12 @@ def earlier_intervals(layout: Layout, hour: datetime) -> pa.Table:
     """The offset intervals every hour before `hour` read (topic, partition, lo, hi, hour), in
     hour order: whole days from their rollups, the hour's own day from its hour folders; less
     those of a partition read before the offset reset acknowledged for it (`acknowledged_at`)."""
-    t = _earlier_intervals(layout, hour)
-    acks = acknowledged_at(layout, hour)
+    return _before_resets_dropped(_earlier_intervals(layout, hour), acknowledged_at(layout, hour))
+
+
+def _before_resets_dropped(t: pa.Table, acks: dict[tuple[str, int], str]) -> pa.Table:
+    """`t` less the runs of a partition read before the reset acknowledged for it (`acks`:
+    `acknowledged_at`)."""
     if not acks or not t.num_rows:
         return t
     old = None
@@ -182,12 +186,7 @@ def expire_intervals(layout: Layout, cutoff: str) -> int:
     t = pa.concat_tables(
         [_read_expired(layout), *(hour_intervals(f, h) for h, f in sorted(old.items()))]
     )
-    for (topic, part), at in acknowledged_at(layout, cutoff).items():
-        m = pc.and_(
-            pc.and_(pc.equal(t["topic"], topic), pc.equal(t["partition"], part)),
-            pc.less(t["hour"], at),
-        )
-        t = t.filter(pc.invert(m))
+    t = _before_resets_dropped(t, acknowledged_at(layout, cutoff))
     target = _expired_file(layout)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
