@@ -162,30 +162,16 @@ static int data(Buf d, Data *out) {
     return 0;
 }
 
-/* One Data -> its canonical text (a new reference; Py_None for NULL). NULL with no error set:
- * refused; NULL with an error set: failed. */
-static PyObject *value(Buf d, int code) {
-    Data x;
-    if (data(d, &x) < 0) return NULL;
-    uint64_t dt = x.dt;
-    Buf charset = x.charset, sv = x.sv, bv = x.bv;
-    if (code == L_UNKNOWN || dt == DT_NA) return NULL;
-    if (dt == DT_NIL) Py_RETURN_NONE;
-    if (dt == DT_BYTES) {
-        if (code != L_TEXT) return b64(bv);
-        if (!utf8_ok(bv)) return NULL;
-        return text(bv);
-    }
-    if (dt != DT_STRING) return text(sv);
-    int kind = charset_kind(charset);
-    if (kind == 0) return NULL;
-    if (kind == 3) return b64(bv);
-    int from_bv = bv.p != bv.end || sv.p == sv.end; /* `_value`'s choice; sv is UTF-8 already */
-    Buf src = from_bv ? bv : sv;
+/* A STRING Data's text in its charset (`kind`, from `charset_kind`): from bv when it has
+ * bytes (or sv none), else sv (UTF-8 already). NULL with no error set: refused. */
+static PyObject *string_value(const Data *x, int kind, int code) {
+    if (kind == 3) return b64(x->bv);
+    int from_bv = x->bv.p != x->bv.end || x->sv.p == x->sv.end; /* `_value`'s choice */
+    Buf src = from_bv ? x->bv : x->sv;
     if (from_bv && kind == 2) {
-        for (const uint8_t *q = bv.p; q < bv.end; q++)
+        for (const uint8_t *q = src.p; q < src.end; q++)
             if (*q >= 0x80) return NULL;
-    } else if (from_bv && !utf8_ok(bv)) {
+    } else if (from_bv && !utf8_ok(src)) {
         return NULL;
     }
     if (code == L_TIMESTAMP) return NULL;
@@ -196,6 +182,21 @@ static PyObject *value(Buf d, int code) {
         return NULL; /* not canonical as it stands: `normalize_datetime_text` in Python */
     }
     return t;
+}
+
+/* One Data -> its canonical text (a new reference; Py_None for NULL). NULL with no error set:
+ * refused; NULL with an error set: failed. */
+static PyObject *value(Buf d, int code) {
+    Data x;
+    if (data(d, &x) < 0 || code == L_UNKNOWN || x.dt == DT_NA) return NULL;
+    if (x.dt == DT_NIL) Py_RETURN_NONE;
+    if (x.dt == DT_BYTES) {
+        if (code != L_TEXT) return b64(x.bv);
+        return utf8_ok(x.bv) ? text(x.bv) : NULL;
+    }
+    if (x.dt != DT_STRING) return text(x.sv);
+    int kind = charset_kind(x.charset);
+    return kind ? string_value(&x, kind, code) : NULL;
 }
 
 typedef struct {
@@ -265,6 +266,44 @@ typedef struct {
     Buf file, gtid, db, tbl;
 } Header;
 
+/* Header's fields of text (a bit per field number), and the largest value each numeric one
+ * takes (`i64`, `u32` and enums in Python refuse more) */
+#define HEADER_TEXTS ((1u << 6) | (1u << 8) | (1u << 9) | (1u << 10))
+static const uint64_t HEADER_MAX[14] = {
+    0, UINT64_MAX, UINT64_MAX, 0x7FFFFFFF, 0xFFFFFFFFu, UINT64_MAX, 0, (uint64_t)INT64_MAX,
+    0, 0, 0, UINT64_MAX, UINT64_MAX, UINT64_MAX,
+};
+
+/* a Header field the lane reads, kept (fields 1, 2, 5, 12 and 13 are only checked) */
+static void header_set(Header *out, uint32_t num, uint64_t v, Buf sub) {
+    switch (num) {
+    case 3: out->message_type = (uint32_t)v; break;
+    case 4: out->timestamp = (uint32_t)v; break;
+    case 6: out->file = sub; break;
+    case 7: out->position = v; break;
+    case 8: out->gtid = sub; break;
+    case 9: out->db = sub; break;
+    case 10: out->tbl = sub; break;
+    case 11: out->seq_id = v; break;
+    }
+}
+
+/* `binlog_file_number`: the digits a binlog file's name ends with (ASCII only here); -1:
+ * refused */
+static int file_number(Buf file, uint64_t *out) {
+    const uint8_t *e = file.end, *q = e;
+    while (q > file.p && q[-1] >= '0' && q[-1] <= '9') q--;
+    if (q > file.p && q[-1] >= 0x80) return -1; /* a digit of another script, maybe */
+    if (e > file.p && e[-1] == '\n') return -1;
+    uint64_t n = 0;
+    for (const uint8_t *d = q; d < e; d++) {
+        if (n > (UINT64_MAX - 9) / 10) return -1;
+        n = n * 10 + (uint64_t)(*d - '0');
+    }
+    *out = n;
+    return 0;
+}
+
 static int header(Buf h, Header *out) {
     Buf sub;
     uint64_t v;
@@ -272,86 +311,66 @@ static int header(Buf h, Header *out) {
     int wt, seen = 0;
     memset(out, 0, sizeof *out);
     while (h.p < h.end) {
-        if (field(&h, &num, &wt, &v, &sub) < 0) return -1;
-        if (num < 1 || num > 13) return -1; /* properties, or a field this file does not know */
-        if (seen & (1 << num)) return -1;
+        /* past 13: properties, or a field this file does not know */
+        if (field(&h, &num, &wt, &v, &sub) < 0 || num < 1 || num > 13 || (seen & (1 << num)))
+            return -1;
         seen |= 1 << num;
-        int is_str = num == 6 || num == 8 || num == 9 || num == 10;
-        if (is_str ? wt != 2 : wt != 0) return -1;
-        if (is_str && !utf8_ok(sub)) return -1;
-        switch (num) {
-        case 1: case 2: case 5: case 12: case 13: break; /* not read */
-        case 3:
-            if (v > 0x7FFFFFFF) return -1;
-            out->message_type = (uint32_t)v;
-            break;
-        case 4:
-            if (v > 0xFFFFFFFFu) return -1;
-            out->timestamp = (uint32_t)v;
-            break;
-        case 6: out->file = sub; break;
-        case 7:
-            if (v > (uint64_t)INT64_MAX) return -1; /* `i64` refuses it in Python */
-            out->position = v;
-            break;
-        case 8: out->gtid = sub; break;
-        case 9: out->db = sub; break;
-        case 10: out->tbl = sub; break;
-        case 11: out->seq_id = v; break;
-        }
+        int bad = HEADER_TEXTS & (1u << num) ? wt != 2 || !utf8_ok(sub)
+                                             : wt != 0 || v > HEADER_MAX[num];
+        if (bad) return -1;
+        header_set(out, num, v, sub);
     }
-    /* `binlog_file_number`: the digits the name ends with (ASCII only here) */
-    const uint8_t *e = out->file.end, *q = e;
-    while (q > out->file.p && q[-1] >= '0' && q[-1] <= '9') q--;
-    if (q > out->file.p && q[-1] >= 0x80) return -1; /* a digit of another script, maybe */
-    if (e > out->file.p && e[-1] == '\n') return -1;
-    uint64_t n = 0;
-    for (const uint8_t *d = q; d < e; d++) {
-        if (n > (UINT64_MAX - 9) / 10) return -1;
-        n = n * 10 + (uint64_t)(*d - '0');
-    }
-    out->file_no = n;
-    return 0;
+    return file_number(out->file, &out->file_no);
 }
 
 enum { K_BEGIN, K_COMMIT, K_DML, K_OTHER };
 
+/* a BeginEvent{transactionId, threadId} (`num` 1) or CommitEvent{transactionId} (3): its
+ * transaction id into `txn`; -1 refused */
+static int txn_body(Buf sub, uint32_t num, Buf *txn) {
+    Buf f;
+    uint64_t w;
+    uint32_t n2;
+    int wt2, got = 0;
+    while (sub.p < sub.end) {
+        if (field(&sub, &n2, &wt2, &w, &f) < 0 || n2 > 2 || (got & (1 << n2))) return -1;
+        got |= 1 << n2;
+        if (n2 == 1 && wt2 == 2 && utf8_ok(f)) {
+            *txn = f;
+        } else if (!(num == 1 && n2 == 2 && wt2 == 0)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* an Event's kind as `_entry_kind` gives it from the bodies `seen` (a bit per field number)
+ * and the header's message type */
+static int event_kind(int seen, uint32_t message_type) {
+    if (seen & 2 || (message_type == 0 && seen == 0)) return K_BEGIN;
+    if (seen & 8 || message_type == 1) return K_COMMIT;
+    return seen & 4 ? K_DML : K_OTHER;
+}
+
 /* an Event: its kind as `_entry_kind` gives it (K_OTHER: anything the lane does not take),
  * the BEGIN / COMMIT transaction id, the DMLEvent's bytes */
 static int event(Buf ev, uint32_t message_type, int *kind, Buf *txn, Buf *dml) {
-    Buf sub, f;
-    uint64_t v, w;
-    uint32_t num, n2;
-    int wt, wt2, seen = 0;
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt, seen = 0;
     txn->p = txn->end = NULL;
     while (ev.p < ev.end) {
         if (field(&ev, &num, &wt, &v, &sub) < 0) return -1;
         if (num < 1 || num > 3 || wt != 2 || (seen & (1 << num))) return -1;
         seen |= 1 << num;
-        if (num == 2) {
+        if (num == 2)
             *dml = sub;
-            continue;
-        }
-        int got = 0; /* BeginEvent{transactionId, threadId}, CommitEvent{transactionId} */
-        while (sub.p < sub.end) {
-            if (field(&sub, &n2, &wt2, &w, &f) < 0 || n2 > 2 || (got & (1 << n2))) return -1;
-            got |= 1 << n2;
-            if (n2 == 1 && wt2 == 2 && utf8_ok(f)) {
-                *txn = f;
-            } else if (!(num == 1 && n2 == 2 && wt2 == 0)) {
-                return -1;
-            }
-        }
+        else if (txn_body(sub, num, txn) < 0)
+            return -1;
     }
     if (seen != 0 && seen != 2 && seen != 4 && seen != 8) return -1; /* two bodies: Python */
-    if (seen & 2 || (message_type == 0 && seen == 0))
-        *kind = K_BEGIN;
-    else if (seen & 8 || message_type == 1)
-        *kind = K_COMMIT;
-    else if (seen & 4)
-        *kind = K_DML;
-    else
-        *kind = K_OTHER;
+    *kind = event_kind(seen, message_type);
     return 0;
 }
 
@@ -434,33 +453,40 @@ static int spec_of(Rec *rec, const Header *h, PyObject *key, PyObject **db, PyOb
     return 0;
 }
 
-/* a DML entry's row changes, appended to `out` as (op, row, before, after); 1: refused */
-static int dml_changes(Buf dml, const Header *h, Rec *rec, PyObject *out) {
-    Buf sub, cols_at = dml, rows_at;
-    uint64_t v, op_code = 0;
+/* a DML entry's op code and whether its fields are ones the lane reads (0), 1: refused */
+static int dml_op(Buf dml, uint64_t *op_code) {
+    Buf sub;
+    uint64_t v;
     uint32_t num;
     int wt, seen_type = 0;
-    Py_ssize_t cols_len = 0;
-    /* pass 1: the op, and the column list's fields as the key `spec_for` takes */
     while (dml.p < dml.end) {
         if (field(&dml, &num, &wt, &v, &sub) < 0) return 1;
         if (num == 1 && wt == 0) {
             if (seen_type++) return 1;
-            op_code = v;
-        } else if (num == 2 && wt == 2) {
-            cols_len += 11 + (sub.end - sub.p);
-        } else if (!(num == 3 && wt == 2)) {
+            *op_code = v;
+        } else if (wt != 2 || (num != 2 && num != 3)) {
             return 1;
         }
     }
-    PyObject *op = op_code == 0 ? S_INSERT : op_code == 1 ? S_UPDATE : op_code == 2 ? S_DELETE : NULL;
-    if (!op) return 1;
-    int has_before = op_code != 0, has_after = op_code != 2;
+    return *op_code > 2;
+}
+
+/* a DML entry's column list as `spec_for` takes it: its `columns` fields as written */
+static PyObject *dml_columns(Buf dml) {
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt;
+    Py_ssize_t cols_len = 0;
+    for (Buf d = dml; d.p < d.end;) {
+        field(&d, &num, &wt, &v, &sub);
+        if (num == 2) cols_len += 11 + (sub.end - sub.p);
+    }
     PyObject *key = PyBytes_FromStringAndSize(NULL, cols_len);
-    if (!key) return -1;
+    if (!key) return NULL;
     uint8_t *k = (uint8_t *)PyBytes_AS_STRING(key), *k0 = k;
-    for (dml = cols_at; dml.p < dml.end;) {
-        field(&dml, &num, &wt, &v, &sub);
+    for (Buf d = dml; d.p < d.end;) {
+        field(&d, &num, &wt, &v, &sub);
         if (num != 2) continue;
         uint64_t n = (uint64_t)(sub.end - sub.p);
         *k++ = 0x12; /* field 2, length-delimited */
@@ -471,114 +497,129 @@ static int dml_changes(Buf dml, const Header *h, Rec *rec, PyObject *out) {
         memcpy(k, sub.p, sub.end - sub.p);
         k += sub.end - sub.p;
     }
-    if (_PyBytes_Resize(&key, k - k0) < 0) return -1;
-    PyObject *db, *tbl, *got;
-    int spec_rc = spec_of(rec, h, key, &db, &tbl, &got);
-    Py_DECREF(key);
-    if (spec_rc < 0) return -1;
-    int rc = 1;
-    PyObject *gtid = NULL, *file = NULL, *pos = NULL, *seq = NULL, *tms = NULL;
+    if (_PyBytes_Resize(&key, k - k0) < 0) return NULL;
+    return key;
+}
+
+/* what every row of a DML entry shares: its spec (`spec_for`'s answer, borrowed from `got`),
+ * the header's texts and numbers, the order key's first 40 bytes */
+typedef struct {
+    PyObject *db, *tbl, *got, *pk, *types, *gtid, *file, *pos, *seq, *tms;
     Spec spec;
-    PyObject *pk, *types, *codes;
-    if (got == Py_None || !PyArg_ParseTuple(got, "O!O!OO", &PyTuple_Type, &spec.names,
-                                            &PyBytes_Type, &codes, &pk, &types)) {
-        PyErr_Clear();
-        goto done;
-    }
-    spec.n = PyTuple_GET_SIZE(spec.names);
-    spec.codes = PyBytes_AS_STRING(codes);
-    if (PyBytes_GET_SIZE(codes) != spec.n) goto done;
-    gtid = str_or_none(h->gtid);
-    file = str_or_none(h->file);
-    pos = PyLong_FromUnsignedLongLong(h->position);
-    seq = PyUnicode_FromFormat("%llu", (unsigned long long)h->seq_id);
-    tms = PyLong_FromLongLong((long long)h->timestamp * 1000);
-    if (!gtid || !file || !pos || !seq || !tms) {
-        rc = -1;
-        goto done;
-    }
     uint8_t ok[40];
+} Dml;
+
+static void dml_close(Dml *d) {
+    PyObject **refs[] = {&d->db, &d->tbl, &d->got, &d->gtid, &d->file, &d->pos, &d->seq, &d->tms};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) Py_CLEAR(*refs[i]);
+}
+
+/* the header's values every row carries, and the order key's fixed part */
+static int dml_place(Dml *d, const Header *h, const Rec *rec) {
+    d->gtid = str_or_none(h->gtid);
+    d->file = str_or_none(h->file);
+    d->pos = PyLong_FromUnsignedLongLong(h->position);
+    d->seq = PyUnicode_FromFormat("%llu", (unsigned long long)h->seq_id);
+    d->tms = PyLong_FromLongLong((long long)h->timestamp * 1000);
+    if (!d->gtid || !d->file || !d->pos || !d->seq || !d->tms) return -1;
     for (int i = 0; i < 8; i++) {
-        ok[i] = (uint8_t)(h->seq_id >> (56 - 8 * i));
-        ok[8 + i] = (uint8_t)(h->file_no >> (56 - 8 * i));
-        ok[16 + i] = (uint8_t)(h->position >> (56 - 8 * i));
+        d->ok[i] = (uint8_t)(h->seq_id >> (56 - 8 * i));
+        d->ok[8 + i] = (uint8_t)(h->file_no >> (56 - 8 * i));
+        d->ok[16 + i] = (uint8_t)(h->position >> (56 - 8 * i));
     }
-    memcpy(ok + 28, rec->tail, 12);
+    memcpy(d->ok + 28, rec->tail, 12);
+    return 0;
+}
+
+/* a DML entry's shared part for the column list `key`: 0, 1 refused, -1 failed (`dml_close`
+ * it either way) */
+static int dml_open(Dml *d, const Header *h, Rec *rec, PyObject *key) {
+    memset(d, 0, sizeof *d);
+    if (spec_of(rec, h, key, &d->db, &d->tbl, &d->got) < 0) return -1;
+    PyObject *codes;
+    if (d->got == Py_None || !PyArg_ParseTuple(d->got, "O!O!OO", &PyTuple_Type, &d->spec.names,
+                                               &PyBytes_Type, &codes, &d->pk, &d->types)) {
+        PyErr_Clear();
+        return 1;
+    }
+    d->spec.n = PyTuple_GET_SIZE(d->spec.names);
+    d->spec.codes = PyBytes_AS_STRING(codes);
+    if (PyBytes_GET_SIZE(codes) != d->spec.n) return 1;
+    return dml_place(d, h, rec);
+}
+
+/* a row's image `which` as (names, values) into `*out` when the op shows it (`wanted`), else
+ * only checked (`*out` NULL): 0, 1 refused, -1 failed */
+static int row_image(Buf row, uint32_t which, int wanted, const Spec *spec, PyObject **out) {
+    *out = NULL;
+    if (!wanted) return datas_ok(row, which) < 0;
+    PyObject *vals = image(row, which, spec);
+    if (!vals) return PyErr_Occurred() ? -1 : 1;
+    *out = Py_BuildValue("(ON)", spec->names, vals);
+    return *out ? 0 : -1;
+}
+
+/* the `LANE_COLUMNS` tuple of row `row_i`, built directly (`Py_BuildValue` reads its format
+ * for each row) */
+static PyObject *lane_row(Dml *d, const Rec *rec, uint32_t row_i) {
+    for (int i = 0; i < 4; i++) d->ok[24 + i] = (uint8_t)(row_i >> (24 - 8 * i));
+    PyObject *row = PyTuple_New(16);
+    PyObject *ok_bytes = row ? PyBytes_FromStringAndSize((const char *)d->ok, 40) : NULL;
+    PyObject *index = ok_bytes ? PyLong_FromUnsignedLong(row_i) : NULL;
+    if (!index) {
+        Py_XDECREF(ok_bytes);
+        Py_XDECREF(row);
+        return NULL;
+    }
+    PyObject *items[16] = {d->db, d->tbl, d->pk, d->types, ok_bytes, d->gtid, d->file, d->pos,
+                           d->seq, index, Py_None, d->tms, Py_None, rec->topic, rec->partition,
+                           rec->offset};
+    for (int i = 0; i < 16; i++)
+        PyTuple_SET_ITEM(row, i, i == 4 || i == 9 ? items[i] : Py_NewRef(items[i]));
+    return row;
+}
+
+/* one RowChange `sub` appended to `out` as (op, row, before, after): 0, 1 refused, -1 failed */
+static int dml_row(Buf sub, Dml *d, const Rec *rec, uint64_t op_code, uint32_t row_i,
+                   PyObject *out) {
+    static PyObject **const ops[] = {&S_INSERT, &S_UPDATE, &S_DELETE};
+    PyObject *before, *after = NULL;
+    if (row_ok(sub) < 0) return 1;
+    int rc = row_image(sub, 1, op_code != 0, &d->spec, &before);
+    if (rc == 0) rc = row_image(sub, 2, op_code != 2, &d->spec, &after);
+    PyObject *row = rc == 0 ? lane_row(d, rec, row_i) : NULL;
+    if (!row) {
+        Py_XDECREF(before);
+        Py_XDECREF(after);
+        return rc ? rc : -1;
+    }
+    PyObject *change = Py_BuildValue("(ONNN)", *ops[op_code], row,
+                                     before ? before : Py_NewRef(Py_None),
+                                     after ? after : Py_NewRef(Py_None));
+    rc = change && PyList_Append(out, change) == 0 ? 0 : -1;
+    Py_XDECREF(change);
+    return rc;
+}
+
+/* a DML entry's row changes, appended to `out` as (op, row, before, after); 1: refused */
+static int dml_changes(Buf dml, const Header *h, Rec *rec, PyObject *out) {
+    uint64_t op_code = 0;
+    if (dml_op(dml, &op_code)) return 1;
+    PyObject *key = dml_columns(dml);
+    if (!key) return -1;
+    Dml d;
+    int rc = dml_open(&d, h, rec, key);
+    Py_DECREF(key);
     uint32_t row_i = 0;
-    for (rows_at = cols_at; rows_at.p < rows_at.end;) {
-        field(&rows_at, &num, &wt, &v, &sub);
-        if (num != 3) continue;
-        if (row_ok(sub) < 0) goto done;
-        PyObject *before = NULL, *after = NULL;
-        if (has_before) {
-            PyObject *vals = image(sub, 1, &spec);
-            if (!vals) {
-                rc = PyErr_Occurred() ? -1 : 1;
-                goto done;
-            }
-            before = Py_BuildValue("(ON)", spec.names, vals);
-            if (!before) {
-                rc = -1;
-                goto done;
-            }
-        } else if (datas_ok(sub, 1) < 0) {
-            goto done;
-        }
-        if (has_after) {
-            PyObject *vals = image(sub, 2, &spec);
-            if (!vals) {
-                Py_XDECREF(before);
-                rc = PyErr_Occurred() ? -1 : 1;
-                goto done;
-            }
-            after = Py_BuildValue("(ON)", spec.names, vals);
-            if (!after) {
-                Py_XDECREF(before);
-                rc = -1;
-                goto done;
-            }
-        } else if (datas_ok(sub, 2) < 0) {
-            Py_XDECREF(before);
-            goto done;
-        }
-        for (int i = 0; i < 4; i++) ok[24 + i] = (uint8_t)(row_i >> (24 - 8 * i));
-        /* the `LANE_COLUMNS` tuple, built directly (`Py_BuildValue` reads its format for
-         * each row) */
-        PyObject *row = PyTuple_New(16);
-        PyObject *ok_bytes = row ? PyBytes_FromStringAndSize((const char *)ok, 40) : NULL;
-        PyObject *index = ok_bytes ? PyLong_FromUnsignedLong(row_i) : NULL;
-        if (!index) {
-            Py_XDECREF(ok_bytes);
-            Py_CLEAR(row);
-        } else {
-            PyObject *items[16] = {db, tbl, pk, types, ok_bytes, gtid, file, pos, seq, index,
-                                   Py_None, tms, Py_None, rec->topic, rec->partition,
-                                   rec->offset};
-            for (int i = 0; i < 16; i++)
-                PyTuple_SET_ITEM(row, i, i == 4 || i == 9 ? items[i] : Py_NewRef(items[i]));
-        }
-        PyObject *change = row ? Py_BuildValue("(ONNN)", op, row,
-                                               before ? before : Py_NewRef(Py_None),
-                                               after ? after : Py_NewRef(Py_None))
-                               : NULL;
-        if (!change || PyList_Append(out, change) < 0) {
-            Py_XDECREF(change);
-            rc = -1;
-            goto done;
-        }
-        Py_DECREF(change);
-        row_i++;
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt;
+    for (Buf rows = dml; rc == 0 && rows.p < rows.end;) {
+        field(&rows, &num, &wt, &v, &sub);
+        if (num == 3) rc = dml_row(sub, &d, rec, op_code, row_i++, out);
     }
-    rc = 0;
-done:
-    Py_DECREF(got);
-    Py_DECREF(db);
-    Py_DECREF(tbl);
-    Py_XDECREF(gtid);
-    Py_XDECREF(file);
-    Py_XDECREF(pos);
-    Py_XDECREF(seq);
-    Py_XDECREF(tms);
+    dml_close(&d);
     return rc;
 }
 
@@ -612,77 +653,109 @@ static void fill_txn(PyObject *changes, PyObject *txn) {
     }
 }
 
-/* `read`'s answer of a value's bytes `b` for `rec` (its place and `spec_for`; `tail` filled
- * here): (the last seqId, changes), None (refused), or NULL (an error set) */
-static PyObject *read_value(Buf b, unsigned long long last_seq, Rec *rec) {
-    PyObject *changes = NULL, *result = NULL, *begun = NULL, *committed = NULL;
+/* the record's partition and offset as the order key's last 12 bytes; 1: refused */
+static int rec_place(Rec *rec) {
     long long part = PyLong_AsLongLong(rec->partition), off = PyLong_AsLongLong(rec->offset);
     if (PyErr_Occurred() || part < 0 || part > 0xFFFFFFFFLL || off < 0) {
         PyErr_Clear();
-        goto refuse;
+        return 1;
     }
     for (int i = 0; i < 4; i++) rec->tail[i] = (uint8_t)((uint64_t)part >> (24 - 8 * i));
     for (int i = 0; i < 8; i++) rec->tail[4 + i] = (uint8_t)((uint64_t)off >> (56 - 8 * i));
-    Buf data, ent, sub, f;
-    uint64_t v;
-    uint32_t num, n2;
-    int wt, wt2;
-    if (!envelope(b, &data)) goto refuse;
-    Py_ssize_t items = 0;
-    for (Buf c = data; c.p < c.end; items++) {
-        if (field(&c, &num, &wt, &v, &sub) < 0 || num != 1 || wt != 2) goto refuse;
-    }
-    if (items < 3) goto refuse;
-    changes = PyList_New(0);
-    if (!changes) goto fail;
-    Py_ssize_t i = 0;
-    for (Buf c = data; c.p < c.end; i++) {
-        field(&c, &num, &wt, &v, &ent);
-        Buf hb = {0, 0}, eb = {0, 0}, txn, dml;
-        int seen = 0;
-        while (ent.p < ent.end) { /* Entry{header, event} */
-            if (field(&ent, &n2, &wt2, &v, &f) < 0 || n2 < 1 || n2 > 2 || wt2 != 2) goto refuse;
-            if (seen & (1 << n2)) goto refuse;
-            seen |= 1 << n2;
-            if (n2 == 1) hb = f; else eb = f;
-        }
-        Header h;
-        int kind;
-        if (header(hb, &h) < 0 || event(eb, h.message_type, &kind, &txn, &dml) < 0) goto refuse;
-        if (h.seq_id) {
-            if (last_seq && h.seq_id - 1 > last_seq) goto refuse; /* a gap: the decoder counts it */
-            if (h.seq_id > last_seq) last_seq = h.seq_id;
-        }
-        if (i == 0 && kind == K_BEGIN) {
-            begun = txn.p != txn.end ? text(txn) : str_or_none(h.gtid);
-            if (!begun) goto fail;
-        } else if (i == items - 1 && kind == K_COMMIT) {
-            committed = txn.p != txn.end ? text(txn) : str_or_none(h.gtid);
-            if (!committed) goto fail;
-        } else if (i > 0 && i < items - 1 && kind == K_DML) {
-            int rc = dml_changes(dml, &h, rec, changes);
-            if (rc < 0) goto fail;
-            if (rc > 0) goto refuse;
-        } else {
-            goto refuse;
-        }
-    }
-    /* `_whole_transaction`'s id: BEGIN's, else COMMIT's */
-    fill_txn(changes, begun != Py_None || committed == Py_None ? begun : committed);
-    result = Py_BuildValue("(KO)", last_seq, changes);
-    goto out;
-refuse:
-    result = Py_NewRef(Py_None);
-    goto out;
-fail:
-    result = NULL;
-out:
-    Py_XDECREF(changes);
-    Py_XDECREF(begun);
-    Py_XDECREF(committed);
-    return result;
+    return 0;
 }
 
+/* an Entry{header, event}'s two parts; -1: not one the lane reads */
+static int entry_parts(Buf ent, Buf *hb, Buf *eb) {
+    Buf f;
+    uint64_t v;
+    uint32_t num;
+    int wt, seen = 0;
+    hb->p = hb->end = eb->p = eb->end = NULL;
+    while (ent.p < ent.end) {
+        if (field(&ent, &num, &wt, &v, &f) < 0 || num < 1 || num > 2 || wt != 2) return -1;
+        if (seen & (1 << num)) return -1;
+        seen |= 1 << num;
+        *(num == 1 ? hb : eb) = f;
+    }
+    return 0;
+}
+
+/* a message's transaction as its entries are read: the seqId so far, BEGIN's and COMMIT's
+ * ids, and the changes */
+typedef struct {
+    unsigned long long last_seq;
+    PyObject *begun, *committed, *changes;
+} Txn;
+
+/* the seqId `seq` after `t`'s last: -1 for a gap (the decoder counts it) */
+static int txn_seq(Txn *t, uint64_t seq) {
+    if (!seq) return 0;
+    if (t->last_seq && seq - 1 > t->last_seq) return -1;
+    if (seq > t->last_seq) t->last_seq = seq;
+    return 0;
+}
+
+/* entry `i` of `items` (BEGIN first, COMMIT last, DML between) taken into `t`: 0, 1 refused,
+ * -1 failed */
+static int txn_entry(Txn *t, Buf ent, Py_ssize_t i, Py_ssize_t items, Rec *rec) {
+    Buf hb, eb, id, dml = {NULL, NULL};
+    Header h;
+    int kind;
+    if (entry_parts(ent, &hb, &eb) < 0 || header(hb, &h) < 0) return 1;
+    if (event(eb, h.message_type, &kind, &id, &dml) < 0 || txn_seq(t, h.seq_id) < 0) return 1;
+    int first = i == 0, last = i == items - 1;
+    if (!first && !last && kind == K_DML) return dml_changes(dml, &h, rec, t->changes);
+    PyObject **edge = first && kind == K_BEGIN ? &t->begun
+                      : last && kind == K_COMMIT ? &t->committed : NULL;
+    if (!edge) return 1;
+    *edge = id.p != id.end ? text(id) : str_or_none(h.gtid);
+    return *edge ? 0 : -1;
+}
+
+/* the entries of an Envelope's `data`, each a field 1 of bytes; 0 when not so */
+static Py_ssize_t entry_count(Buf data) {
+    Buf sub;
+    uint64_t v;
+    uint32_t num;
+    int wt;
+    Py_ssize_t items = 0;
+    for (Buf c = data; c.p < c.end; items++) {
+        if (field(&c, &num, &wt, &v, &sub) < 0 || num != 1 || wt != 2) return 0;
+    }
+    return items;
+}
+
+/* `read`'s answer of a value's bytes `b` for `rec` (its place and `spec_for`; `tail` filled
+ * here): (the last seqId, changes), None (refused), or NULL (an error set) */
+static PyObject *read_value(Buf b, unsigned long long last_seq, Rec *rec) {
+    Txn t = {last_seq, NULL, NULL, NULL};
+    Buf data, ent;
+    uint64_t v;
+    uint32_t num;
+    int wt, rc = 1;
+    Py_ssize_t items = 0;
+    if (rec_place(rec) == 0 && envelope(b, &data)) items = entry_count(data);
+    if (items >= 3) {
+        t.changes = PyList_New(0);
+        rc = t.changes ? 0 : -1;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < items; i++) {
+        field(&data, &num, &wt, &v, &ent);
+        rc = txn_entry(&t, ent, i, items, rec);
+    }
+    PyObject *result = NULL;
+    if (rc == 0) { /* `_whole_transaction`'s id: BEGIN's, else COMMIT's */
+        fill_txn(t.changes, t.begun != Py_None || t.committed == Py_None ? t.begun : t.committed);
+        result = Py_BuildValue("(KO)", t.last_seq, t.changes);
+    } else if (rc > 0) {
+        result = Py_NewRef(Py_None);
+    }
+    Py_XDECREF(t.changes);
+    Py_XDECREF(t.begun);
+    Py_XDECREF(t.committed);
+    return result;
+}
 
 static PyObject *lane_read(PyObject *self, PyObject *args) {
     Py_buffer value;
@@ -706,6 +779,62 @@ static PyObject *lane_read(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* a message's changes emitted into `sink` when every one's shape is counted already: 1, 0
+ * none (a shape not counted: Python's), -1 failed */
+static int take_changes(LaneSink *sink, PyObject *changes) {
+    Py_ssize_t n = PyList_GET_SIZE(changes);
+    /* the first changes' counts, as found (borrowed from the shapes dict, which appending
+     * leaves as it is); a change after them is looked up again */
+    PyObject *found[64];
+    for (Py_ssize_t i = 0; i < n; i++) { /* every change's shape counted, or none */
+        PyObject *ch = PyList_GET_ITEM(changes, i), *counted;
+        int r = lane_counted(sink, PyTuple_GET_ITEM(ch, 0), PyTuple_GET_ITEM(ch, 1),
+                             PyTuple_GET_ITEM(ch, 2), PyTuple_GET_ITEM(ch, 3), &counted);
+        if (r <= 0) return r;
+        if (i < 64) found[i] = counted;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ch = PyList_GET_ITEM(changes, i), *counted = i < 64 ? found[i] : NULL;
+        PyObject *op = PyTuple_GET_ITEM(ch, 0), *row = PyTuple_GET_ITEM(ch, 1);
+        PyObject *before = PyTuple_GET_ITEM(ch, 2), *after = PyTuple_GET_ITEM(ch, 3);
+        if ((!counted && lane_counted(sink, op, row, before, after, &counted) <= 0) ||
+            lane_append(sink, counted, op, row, before, after) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a shape lost");
+            return -1;
+        }
+    }
+    return 1;
+}
+
+/* the records from `k` read in C into `sink` until `end`, `budget` rows, or a record left to
+ * Python; `*k` and `*last_seq` where it stopped; -1 failed */
+static int run_records(RunValues *rv, LaneSink *sink, Rec *rec, PyObject *offsets,
+                       Py_ssize_t *k, Py_ssize_t end, Py_ssize_t budget,
+                       unsigned long long *last_seq) {
+    for (Py_ssize_t emitted = 0; *k < end && emitted < budget; (*k)++) {
+        const uint8_t *p;
+        Py_ssize_t len;
+        rec->offset = PyList_GET_ITEM(offsets, *k);
+        if (!run_value(rv, *k, &p, &len) || !PyLong_CheckExact(rec->offset)) break;
+        Buf b = {p, p + len};
+        PyObject *got = read_value(b, *last_seq, rec);
+        if (!got || got == Py_None) { /* an error: Python's read meets it again */
+            PyErr_Clear();
+            Py_XDECREF(got);
+            break;
+        }
+        PyObject *changes = PyTuple_GET_ITEM(got, 1);
+        int r = take_changes(sink, changes);
+        if (r > 0) {
+            *last_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 0));
+            emitted += PyList_GET_SIZE(changes);
+        }
+        Py_DECREF(got);
+        if (r <= 0) return r;
+    }
+    return 0;
+}
+
 enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_LAST_SEQ, R_SPEC_FOR, R_TOPIC, R_PART,
        R_SINK, R_N };
 
@@ -716,19 +845,14 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     static const int lists[] = {R_OFFSETS, -1};
     LaneSink sink;
     RunValues rv;
-    Py_ssize_t k, end, budget, emitted = 0;
-    int last_seq_ok = 0;
+    Py_ssize_t k, end, budget;
     if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, R_VALUES, &k, &end, &budget,
                       &sink, &rv) < 0)
         return NULL;
-    PyObject *offsets = args[R_OFFSETS];
     unsigned long long last_seq = 0;
-    if (PyLong_CheckExact(args[R_PART])) {
-        last_seq = PyLong_AsUnsignedLongLong(args[R_LAST_SEQ]);
-        if (PyErr_Occurred()) PyErr_Clear(); /* a seqId Python holds beyond 64 bits */
-        else last_seq_ok = 1;
-    }
-    if (!last_seq_ok) { /* Python's */
+    if (PyLong_CheckExact(args[R_PART])) last_seq = PyLong_AsUnsignedLongLong(args[R_LAST_SEQ]);
+    if (!PyLong_CheckExact(args[R_PART]) || PyErr_Occurred()) {
+        PyErr_Clear(); /* a seqId Python holds beyond 64 bits: Python's */
         run_values_close(&rv);
         return Py_BuildValue("nO", k, args[R_LAST_SEQ]);
     }
@@ -737,55 +861,10 @@ static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     rec.spec_for = args[R_SPEC_FOR];
     rec.topic = args[R_TOPIC];
     rec.partition = args[R_PART];
-    for (; k < end && emitted < budget; k++) {
-        const uint8_t *p;
-        Py_ssize_t len;
-        rec.offset = PyList_GET_ITEM(offsets, k);
-        if (!run_value(&rv, k, &p, &len) || !PyLong_CheckExact(rec.offset)) break;
-        Buf b = {p, p + len};
-        PyObject *got = read_value(b, last_seq, &rec);
-        if (!got || got == Py_None) { /* an error: Python's read meets it again */
-            PyErr_Clear();
-            Py_XDECREF(got);
-            break;
-        }
-        PyObject *changes = PyTuple_GET_ITEM(got, 1);
-        Py_ssize_t n = PyList_GET_SIZE(changes);
-        int all = 1, r = 0;
-        /* the first changes' counts, as found (borrowed from the shapes dict, which appending
-         * leaves as it is); a change after them is looked up again */
-        PyObject *found[64];
-        for (Py_ssize_t i = 0; all && i < n; i++) { /* every change's shape counted, or none */
-            PyObject *ch = PyList_GET_ITEM(changes, i), *counted;
-            r = lane_counted(&sink, PyTuple_GET_ITEM(ch, 0), PyTuple_GET_ITEM(ch, 1),
-                             PyTuple_GET_ITEM(ch, 2), PyTuple_GET_ITEM(ch, 3), &counted);
-            all = r > 0;
-            if (i < 64) found[i] = counted;
-        }
-        for (Py_ssize_t i = 0; all && i < n; i++) {
-            PyObject *ch = PyList_GET_ITEM(changes, i), *counted = i < 64 ? found[i] : NULL;
-            PyObject *op = PyTuple_GET_ITEM(ch, 0), *row = PyTuple_GET_ITEM(ch, 1);
-            PyObject *before = PyTuple_GET_ITEM(ch, 2), *after = PyTuple_GET_ITEM(ch, 3);
-            if ((!counted && lane_counted(&sink, op, row, before, after, &counted) <= 0) ||
-                lane_append(&sink, counted, op, row, before, after) < 0) {
-                r = -1;
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a shape lost");
-                break;
-            }
-        }
-        if (all && r >= 0) last_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 0));
-        Py_DECREF(got);
-        if (r < 0) {
-            rec_clear(&rec);
-            run_values_close(&rv);
-            return NULL;
-        }
-        if (!all) break;
-        emitted += n;
-    }
+    int r = run_records(&rv, &sink, &rec, args[R_OFFSETS], &k, end, budget, &last_seq);
     rec_clear(&rec);
     run_values_close(&rv);
-    return Py_BuildValue("nK", k, last_seq);
+    return r < 0 ? NULL : Py_BuildValue("nK", k, last_seq);
 }
 
 static PyMethodDef methods[] = {
