@@ -66,19 +66,17 @@ static int b64(uint8_t ch) {
     return -1;
 }
 
-/* `decimal_from_twos_complement(a2b_base64(text), scale)` of canonical base64 (groups of four,
- * `=` only at the end) of at most 8 bytes, scale 1-100; NULL (no error) for anything else:
- * the converter reads it then */
-static PyObject *decimal_text(Cur raw, long scale) {
+/* canonical base64 (groups of four, `=` only at the end) of at most 8 bytes into `data`:
+ * their count, or -1 for anything else */
+static int b64_bytes(Cur raw, uint8_t data[9]) {
     Py_ssize_t n = raw.end - raw.p;
-    if (n % 4 || n > 12 || scale < 1 || scale > 100) return NULL;
+    if (n % 4 || n > 12) return -1;
     int pad = n && raw.p[n - 1] == '=' ? (raw.p[n - 2] == '=' ? 2 : 1) : 0;
     uint64_t acc = 0;
     int bits = 0, bytes = 0;
-    uint8_t data[9];
     for (Py_ssize_t i = 0; i < n - pad; i++) {
         int v = b64(raw.p[i]);
-        if (v < 0) return NULL;
+        if (v < 0) return -1;
         acc = (acc << 6) | (uint64_t)v;
         bits += 6;
         if (bits >= 8) {
@@ -86,12 +84,11 @@ static PyObject *decimal_text(Cur raw, long scale) {
             data[bytes++] = (uint8_t)(acc >> bits);
         }
     }
-    if (bytes > 8) return NULL;
-    uint64_t u = 0;
-    for (int i = 0; i < bytes; i++) u = (u << 8) | data[i];
-    if (bytes && bytes < 8 && (data[0] & 0x80)) u |= ~0ULL << (8 * bytes); /* sign-extend */
-    int neg = bytes && (data[0] & 0x80);
-    uint64_t mag = neg ? ~u + 1 : u;
+    return bytes > 8 ? -1 : bytes;
+}
+
+/* the decimal text of `mag` (negative when `neg`) with `scale` digits after its point */
+static PyObject *scaled_text(int neg, uint64_t mag, long scale) {
     char buf[24], out[130], *digits = buf + sizeof buf;
     do { /* the magnitude's digits, written from the last (not snprintf: see put_digits) */
         *--digits = (char)('0' + mag % 10);
@@ -105,6 +102,19 @@ static PyObject *decimal_text(Cur raw, long scale) {
         out[o++] = i < width - nd ? '0' : digits[i - (width - nd)];
     }
     return PyUnicode_DecodeASCII(out, o, NULL);
+}
+
+/* `decimal_from_twos_complement(a2b_base64(text), scale)` of canonical base64 of at most 8
+ * bytes, scale 1-100; NULL (no error) for anything else: the converter reads it then */
+static PyObject *decimal_text(Cur raw, long scale) {
+    uint8_t data[9];
+    int bytes = scale < 1 || scale > 100 ? -1 : b64_bytes(raw, data);
+    if (bytes < 0) return NULL;
+    uint64_t u = 0;
+    for (int i = 0; i < bytes; i++) u = (u << 8) | data[i];
+    int neg = bytes && (data[0] & 0x80);
+    if (neg && bytes < 8) u |= ~0ULL << (8 * bytes); /* sign-extend */
+    return scaled_text(neg, neg ? ~u + 1 : u, scale);
 }
 
 /* an image's value as `_LaneSchema.image` gives it (a new reference); NULL: refused. `kind`
@@ -211,46 +221,60 @@ static const char *ID_NAME[1] = {"id"};
 
 enum { M_OP, M_SOURCE, M_TX, M_BEFORE, M_AFTER, M_COUNT };
 
+/* the `op` member (a one-letter string): its code, interned; NULL refused */
+static PyObject *op_member(Cur *c) {
+    Cur t;
+    int esc;
+    if (*c->p != '"' || scan_string(c, &t, &esc) < 0 || esc || t.end - t.p != 1) return NULL;
+    PyObject *code = *t.p == 'c'   ? S_C
+                     : *t.p == 'u' ? S_U
+                     : *t.p == 'd' ? S_D
+                     : *t.p == 'r' ? S_R
+                                   : NULL;
+    return code ? Py_NewRef(code) : NULL;
+}
+
+/* a `null` (at `n`): None; NULL refused */
+static PyObject *null_value(Cur *c) {
+    return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* a `transaction` that is not an object, read and checked: None, as it has no id, as Python
+ * reads it; NULL refused */
+static PyObject *no_txn(Cur *c) {
+    PyObject *v = *c->p == 'n' ? null_value(c) : scalar(c);
+    if (!v) return NULL;
+    Py_DECREF(v);
+    return Py_NewRef(Py_None);
+}
+
+/* `source`'s or an object `transaction`'s members into `src`: True; NULL refused */
+static PyObject *named_members(Cur *c, int which, PyObject **src) {
+    int tx = which == M_TX;
+    if (named_scalars(c, tx ? ID_NAME : SOURCE_NAMES, tx ? 1 : S_COUNT,
+                      tx ? src + S_TX_ID : src) < 0)
+        return NULL;
+    return Py_NewRef(Py_True);
+}
+
 /* one member of the payload the lane reads into `got[which]` (a member written twice: the
  * last one, as msgspec and orjson read it; `source`'s and an object `transaction`'s members
  * into `src`, their `got` then True; a `transaction` of another value None, as it has no id);
  * -1 refused */
 static int payload_member(Cur *c, int which, PyObject **got, PyObject **src, PyObject *spec) {
-    Cur t;
-    int esc;
     Py_CLEAR(got[which]);
-    if (which == M_OP) {
-        if (*c->p != '"' || scan_string(c, &t, &esc) < 0 || esc || t.end - t.p != 1) return -1;
-        switch (*t.p) {
-        case 'c': got[which] = Py_NewRef(S_C); return 0;
-        case 'u': got[which] = Py_NewRef(S_U); return 0;
-        case 'd': got[which] = Py_NewRef(S_D); return 0;
-        case 'r': got[which] = Py_NewRef(S_R); return 0;
-        default: return -1;
-        }
-    }
-    if (*c->p == 'n' && which != M_SOURCE) {
-        if (literal(c, "null", 4) < 0) return -1;
-        got[which] = Py_NewRef(Py_None);
-        return 0;
-    }
-    if (which == M_TX && *c->p != '{') { /* a scalar: no transaction id, as Python reads it */
-        PyObject *v = scalar(c);
-        if (!v) return -1;
-        Py_DECREF(v);
-        got[which] = Py_NewRef(Py_None);
-        return 0;
-    }
-    if (*c->p != '{') return -1;
-    if (which == M_SOURCE || which == M_TX) {
-        int tx = which == M_TX;
-        if (named_scalars(c, tx ? ID_NAME : SOURCE_NAMES, tx ? 1 : S_COUNT,
-                          tx ? src + S_TX_ID : src) < 0)
-            return -1;
-        got[which] = Py_NewRef(Py_True);
-    } else {
+    if (which == M_OP)
+        got[which] = op_member(c);
+    else if (which == M_TX && *c->p != '{')
+        got[which] = no_txn(c);
+    else if (*c->p == 'n' && which != M_SOURCE)
+        got[which] = null_value(c);
+    else if (*c->p != '{')
+        return -1;
+    else if (which == M_SOURCE || which == M_TX)
+        got[which] = named_members(c, which, src);
+    else
         got[which] = image(c, PyTuple_GET_ITEM(spec, which == M_BEFORE ? 0 : 1));
-    }
     return got[which] ? 0 : -1;
 }
 
@@ -456,127 +480,160 @@ static int same_text(PyObject *a, PyObject *b) {
     return PyUnicode_Compare(a, b) == 0 ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
-/* The record's key columns (`_key_columns`, a new reference); NULL refused. */
-static PyObject *key_columns(PyObject *db, PyObject *tbl, PyObject *key, PyObject *pks,
-                             PyObject *shared_key, KeyCache *kc) {
-    if (PyDict_CheckExact(pks) && PyDict_GET_SIZE(pks)) {
-        int same = kc->db ? same_text(kc->db, db) : 0;
-        if (same > 0) same = same_text(kc->tbl, tbl);
-        if (same < 0) return NULL;
-        if (!same) {
-            PyObject *name = PyUnicode_FromFormat("%U.%U", db, tbl);
-            if (!name) return NULL;
-            PyObject *conf = PyDict_GetItemWithError(pks, name); /* borrowed */
-            Py_DECREF(name);
-            if (!conf && PyErr_Occurred()) return NULL;
-            int truth = conf ? PyObject_IsTrue(conf) : 0;
-            if (truth < 0) return NULL;
-            PyObject *found = truth ? PyObject_CallOneArg(shared_key, conf) : NULL;
-            if (truth && !found) return NULL;
-            Py_XSETREF(kc->db, Py_NewRef(db));
-            Py_XSETREF(kc->tbl, Py_NewRef(tbl));
-            Py_XSETREF(kc->configured, found);
-        }
-        if (kc->configured) return Py_NewRef(kc->configured);
-    } else if (!PyDict_CheckExact(pks)) {
-        return NULL;
-    }
+/* The table's configured key (`pks`' entry for `db.tbl`, through `shared_key`) into
+ * `kc->configured` (NULL: none configured), looked up again only for another table; -1
+ * error. */
+static int configured_key(PyObject *db, PyObject *tbl, PyObject *pks, PyObject *shared_key,
+                          KeyCache *kc) {
+    int same = kc->db ? same_text(kc->db, db) : 0;
+    if (same > 0) same = same_text(kc->tbl, tbl);
+    if (same) return same < 0 ? -1 : 0;
+    PyObject *name = PyUnicode_FromFormat("%U.%U", db, tbl);
+    if (!name) return -1;
+    PyObject *conf = PyDict_GetItemWithError(pks, name); /* borrowed */
+    Py_DECREF(name);
+    if (!conf && PyErr_Occurred()) return -1;
+    int truth = conf ? PyObject_IsTrue(conf) : 0;
+    if (truth < 0) return -1;
+    PyObject *found = truth ? PyObject_CallOneArg(shared_key, conf) : NULL;
+    if (truth && !found) return -1;
+    Py_XSETREF(kc->db, Py_NewRef(db));
+    Py_XSETREF(kc->tbl, Py_NewRef(tbl));
+    Py_XSETREF(kc->configured, found);
+    return 0;
+}
+
+/* The key of the record key's names (`key_names`, through `shared_key`; a new reference),
+ * the last one's again for the same names; NULL refused. */
+static PyObject *names_key(PyObject *key, PyObject *shared_key, KeyCache *kc) {
     PyObject *names = key_names(key);
     if (!names) return NULL;
     int same = kc->names ? PyObject_RichCompareBool(kc->names, names, Py_EQ) : 0;
-    if (same < 0) {
+    PyObject *out = same < 0 ? NULL
+                    : same   ? Py_NewRef(kc->by_names)
+                             : PyObject_CallOneArg(shared_key, names);
+    if (!out || same) {
         Py_DECREF(names);
-        return NULL;
-    }
-    if (same) {
-        Py_DECREF(names);
-        return Py_NewRef(kc->by_names);
-    }
-    PyObject *out = PyObject_CallOneArg(shared_key, names);
-    if (!out) {
-        Py_DECREF(names);
-        return NULL;
+        return out;
     }
     Py_XSETREF(kc->names, names);
     Py_XSETREF(kc->by_names, Py_NewRef(out));
     return out;
 }
 
+/* The record's key columns (`_key_columns`, a new reference): the table's configured key,
+ * else the record key's names; NULL refused. */
+static PyObject *key_columns(PyObject *db, PyObject *tbl, PyObject *key, PyObject *pks,
+                             PyObject *shared_key, KeyCache *kc) {
+    if (!PyDict_CheckExact(pks)) return NULL;
+    if (PyDict_GET_SIZE(pks)) {
+        if (configured_key(db, tbl, pks, shared_key, kc) < 0) return NULL;
+        if (kc->configured) return Py_NewRef(kc->configured);
+    }
+    return names_key(key, shared_key, kc);
+}
+
 enum { A_VALUE, A_START, A_SPEC, A_KEY, A_PKS, A_SHARED_KEY, A_TOPIC, A_PART, A_OFFSET, A_N };
+
+/* A `source` text member (file or gtid, borrowed): Py_None when absent, null or empty, else
+ * the str when `plain_text` takes it (its characters in `*t`, `*n`); NULL refused. */
+static PyObject *source_text(PyObject *v, const char **t, Py_ssize_t *n) {
+    *t = NULL;
+    *n = 0;
+    if (!v || v == Py_None || (PyUnicode_CheckExact(v) && !PyUnicode_GET_LENGTH(v)))
+        return Py_None;
+    if (!PyUnicode_CheckExact(v) || !(*t = plain_text(v, n))) return NULL;
+    return v;
+}
+
+/* where a change was in the binlog (`_position`'s parts of `source`) */
+typedef struct {
+    PyObject *file, *gtid; /* borrowed: Py_None or the str */
+    const char *ft, *gt;
+    Py_ssize_t fn, gn;
+    int64_t pos, row;
+    int has_pos, has_row;
+} Place;
+
+/* `source`'s file, GTID, pos and row into `pl`; -1 refused */
+static int source_place(PyObject **src, Place *pl) {
+    if (!(pl->file = source_text(src[S_FILE], &pl->ft, &pl->fn))) return -1;
+    if (!(pl->gtid = source_text(src[S_GTID], &pl->gt, &pl->gn))) return -1;
+    if (source_int(src[S_POS], &pl->pos, &pl->has_pos) < 0) return -1;
+    return source_int(src[S_ROW], &pl->row, &pl->has_row);
+}
+
+/* the source time (`ts_ms`, else `ts_sec` in milliseconds; None for 0 or absent): a new
+ * reference; NULL refused */
+static PyObject *source_ts(PyObject **src) {
+    int64_t ms, secs;
+    int has_ms, has_secs;
+    if (source_int(src[S_TS_MS], &ms, &has_ms) < 0 ||
+        source_int(src[S_TS_SEC], &secs, &has_secs) < 0)
+        return NULL;
+    if (has_ms) return Py_NewRef(ms ? src[S_TS_MS] : Py_None);
+    if (!has_secs || !secs) return Py_NewRef(Py_None);
+    if (secs > INT64_MAX / 1000 || secs < INT64_MIN / 1000) return NULL; /* beyond i64 */
+    return PyLong_FromLongLong(secs * 1000);
+}
+
+/* the order key (`_position`): the binlog file's number and pos, or 0 and the GTID's number,
+ * then the row, partition and offset, each clamped as `u64`/`u32` clamp */
+static void order_key(uint8_t key[32], const Place *pl, long long part, long long offset) {
+    int64_t r = pl->row;
+    if (pl->file != Py_None) {
+        put_be(key, file_number(pl->ft, pl->fn), 8);
+        put_be(key + 8, pl->pos < 0 ? 0 : (uint64_t)pl->pos, 8);
+    } else {
+        put_be(key, 0, 8);
+        put_be(key + 8, pl->gtid == Py_None ? 0 : gtid_seq(pl->gt, pl->gn), 8);
+    }
+    put_be(key + 16, r < 0 ? 0 : r > 0xFFFFFFFFLL ? 0xFFFFFFFFULL : (uint64_t)r, 4);
+    put_be(key + 20, (uint64_t)part, 4);
+    put_be(key + 24, (uint64_t)offset, 8);
+}
+
+/* the transaction's id (borrowed): an object's `id` (None or a string), else None; NULL
+ * refused */
+static PyObject *txn_id(PyObject **got, PyObject **src) {
+    PyObject *id = src[S_TX_ID];
+    if (got[M_TX] != Py_True || !id || id == Py_None) return Py_None;
+    return PyUnicode_CheckExact(id) ? id : NULL;
+}
+
+/* the record's `source` db and table: non-empty strings (1), else 0 */
+static int names_ok(PyObject *db, PyObject *tbl) {
+    return db && tbl && PyUnicode_CheckExact(db) && PyUnicode_CheckExact(tbl) &&
+           PyUnicode_GET_LENGTH(db) && PyUnicode_GET_LENGTH(tbl);
+}
 
 /* `DebeziumLane.row`'s answer from what the message gave (`got`, each set; `src`) and the
  * record (`args`); NULL (no error set or one the caller clears) where C does not answer. */
 static PyObject *row_of(PyObject **got, PyObject **src, PyObject *const *args, KeyCache *kc) {
     PyObject *spec = args[A_SPEC], *db = src[S_DB], *tbl = src[S_TABLE];
-    PyObject *pk = NULL, *ok = NULL, *row = NULL, *out = NULL, *ts = NULL;
-    if (!db || !tbl || !PyUnicode_CheckExact(db) || !PyUnicode_CheckExact(tbl) ||
-        !PyUnicode_GET_LENGTH(db) || !PyUnicode_GET_LENGTH(tbl))
-        return NULL;
+    if (!names_ok(db, tbl)) return NULL;
     PyObject *op = canonical_op(got[M_OP], src[S_SNAPSHOT]);
     if (!op || (op == OP_DELETE ? got[M_BEFORE] : got[M_AFTER]) == Py_None) return NULL;
-    /* the position (`_position`) */
-    PyObject *file = src[S_FILE], *gtid = src[S_GTID];
-    const char *ft = NULL, *gt = NULL;
-    Py_ssize_t fn = 0, gn = 0;
-    if (!file || file == Py_None || (PyUnicode_CheckExact(file) && !PyUnicode_GET_LENGTH(file)))
-        file = Py_None;
-    else if (!PyUnicode_CheckExact(file) || !(ft = plain_text(file, &fn)))
-        return NULL;
-    if (!gtid || gtid == Py_None || (PyUnicode_CheckExact(gtid) && !PyUnicode_GET_LENGTH(gtid)))
-        gtid = Py_None;
-    else if (!PyUnicode_CheckExact(gtid) || !(gt = plain_text(gtid, &gn)))
-        return NULL;
-    int64_t pos, rown, ms, secs;
-    int has_pos, has_row, has_ms, has_secs;
-    if (source_int(src[S_POS], &pos, &has_pos) < 0 ||
-        source_int(src[S_ROW], &rown, &has_row) < 0 ||
-        source_int(src[S_TS_MS], &ms, &has_ms) < 0 ||
-        source_int(src[S_TS_SEC], &secs, &has_secs) < 0)
-        return NULL;
-    if (has_ms) {
-        ts = ms ? Py_NewRef(src[S_TS_MS]) : Py_NewRef(Py_None);
-    } else if (has_secs) {
-        if (secs > INT64_MAX / 1000 || secs < INT64_MIN / 1000) return NULL; /* beyond i64 */
-        ts = secs ? PyLong_FromLongLong(secs * 1000) : Py_NewRef(Py_None);
-        if (!ts) return NULL;
-    } else {
-        ts = Py_NewRef(Py_None);
-    }
+    Place pl;
+    if (source_place(src, &pl) < 0) return NULL;
     long long part = PyLong_AsLongLong(args[A_PART]), offset = PyLong_AsLongLong(args[A_OFFSET]);
-    if (part < 0 || part > 0xFFFFFFFFLL || offset < 0) goto done; /* Python clamps these */
+    PyObject *txn = txn_id(got, src);
+    if (part < 0 || part > 0xFFFFFFFFLL || offset < 0 || !txn) return NULL; /* Python clamps */
     uint8_t key[32];
-    uint64_t row_u32 = rown < 0 ? 0 : rown > 0xFFFFFFFFLL ? 0xFFFFFFFFULL : (uint64_t)rown;
-    if (file != Py_None) {
-        put_be(key, file_number(ft, fn), 8);
-        put_be(key + 8, pos < 0 ? 0 : (uint64_t)pos, 8);
-    } else {
-        put_be(key, 0, 8);
-        put_be(key + 8, gtid == Py_None ? 0 : gtid_seq(gt, gn), 8);
-    }
-    put_be(key + 16, row_u32, 4);
-    put_be(key + 20, (uint64_t)part, 4);
-    put_be(key + 24, (uint64_t)offset, 8);
-    /* the transaction's id: an object's `id` (None or a string), else none */
-    PyObject *id = src[S_TX_ID], *txn = Py_None;
-    if (got[M_TX] == Py_True && id && id != Py_None) {
-        if (!PyUnicode_CheckExact(id)) goto done;
-        txn = id;
-    }
-    if (!(pk = key_columns(db, tbl, args[A_KEY], args[A_PKS], args[A_SHARED_KEY], kc)))
-        goto done;
-    if (!(ok = PyBytes_FromStringAndSize((const char *)key, 32))) goto done;
-    PyObject *rowobj = has_row ? Py_NewRef(src[S_ROW]) : PyLong_FromLong(0);
-    if (!rowobj) goto done;
-    row = PyTuple_Pack(16, db, tbl, pk, PyTuple_GET_ITEM(spec, 2), ok, gtid, file,
-                       has_pos ? src[S_POS] : Py_None, Py_None, rowobj, txn, ts,
-                       PyTuple_GET_ITEM(spec, 3), args[A_TOPIC], args[A_PART], args[A_OFFSET]);
-    Py_DECREF(rowobj);
+    order_key(key, &pl, part, offset);
+    PyObject *out = NULL, *ts = source_ts(src);
+    PyObject *pk = ts ? key_columns(db, tbl, args[A_KEY], args[A_PKS], args[A_SHARED_KEY], kc)
+                      : NULL;
+    PyObject *ok = pk ? PyBytes_FromStringAndSize((const char *)key, 32) : NULL;
+    PyObject *rowobj = !ok ? NULL : pl.has_row ? Py_NewRef(src[S_ROW]) : PyLong_FromLong(0);
+    PyObject *row = !rowobj ? NULL
+                            : PyTuple_Pack(16, db, tbl, pk, PyTuple_GET_ITEM(spec, 2), ok,
+                                           pl.gtid, pl.file, pl.has_pos ? src[S_POS] : Py_None,
+                                           Py_None, rowobj, txn, ts, PyTuple_GET_ITEM(spec, 3),
+                                           args[A_TOPIC], args[A_PART], args[A_OFFSET]);
     if (row) out = PyTuple_Pack(4, op, row, got[M_BEFORE], got[M_AFTER]);
-done:
-    Py_XDECREF(pk);
-    Py_XDECREF(ok);
-    Py_XDECREF(row);
-    Py_XDECREF(ts);
+    PyObject *refs[] = {ts, pk, ok, rowobj, row};
+    for (int i = 0; i < 5; i++) Py_XDECREF(refs[i]);
     return out;
 }
 
