@@ -64,6 +64,20 @@ static PyObject *value_text(Cur *c, int kind) {
     }
 }
 
+/* The names of an image's `k` columns (`at`: their places in the spec's `names`): the spec's
+ * own tuple when the image holds every column in its order (most images), else a tuple of
+ * its own (a new reference either way; NULL: out of memory). */
+static PyObject *image_order(PyObject *names, const uint16_t *at, Py_ssize_t k) {
+    int same = k == PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; same && i < k; i++) same = at[i] == i;
+    if (same) return Py_NewRef(names);
+    PyObject *order = PyTuple_New(k);
+    if (!order) return NULL;
+    for (Py_ssize_t i = 0; i < k; i++)
+        PyTuple_SET_ITEM(order, i, Py_NewRef(PyTuple_GET_ITEM(names, at[i])));
+    return order;
+}
+
 /* A `dataColumn` object (at `{`): (names, values) of its members, each a column of the spec
  * once; NULL refused. The names are the spec's own tuple when the image holds every column in
  * its order (most images), else a tuple of its own. */
@@ -92,15 +106,7 @@ static PyObject *data_columns(Cur *c, PyObject *spec) {
         if (bad) goto refused;
         at[k++] = (uint16_t)j;
     }
-    int same = k == n;
-    for (Py_ssize_t i = 0; same && i < k; i++) same = at[i] == i;
-    if (same) {
-        order = Py_NewRef(names);
-    } else {
-        if (!(order = PyTuple_New(k))) goto refused;
-        for (Py_ssize_t i = 0; i < k; i++)
-            PyTuple_SET_ITEM(order, i, Py_NewRef(PyTuple_GET_ITEM(names, at[i])));
-    }
+    if (!(order = image_order(names, at, k))) goto refused;
     PyObject *out = PyTuple_Pack(2, order, values);
     Py_DECREF(order);
     Py_DECREF(values);
@@ -246,34 +252,42 @@ static int sequence_bytes(PyObject *seq, uint8_t *out) {
     return 0;
 }
 
+/* the source time: `eventTime` when an integer (not a boolean), as `row` reads it, else None
+ * (borrowed); NULL refused (beyond 64 bits: Python's) */
+static PyObject *event_when(PyObject *ts) {
+    if (!PyLong_CheckExact(ts)) return Py_None;
+    int over = 0;
+    long long t = PyLong_AsLongLongAndOverflow(ts, &over);
+    return over || (t == -1 && PyErr_Occurred()) ? NULL : ts;
+}
+
+/* The order key: the sequenceId's 16 bytes, 0 for an UPDATE_BEFOR (it sorts before its
+ * UPDATE_AFTER) else 1, the partition and offset; NULL (no error) where C does not answer. */
+static PyObject *order_key(PyObject *op, PyObject *seq, PyObject *part, PyObject *offset) {
+    uint8_t key[29];
+    if (sequence_bytes(seq, key) < 0) return NULL;
+    long long p = PyLong_AsLongLong(part), o;
+    if (p < 0 || p > 0xFFFFFFFFLL || (o = PyLong_AsLongLong(offset)) < 0) return NULL;
+    key[16] = op == OPS[2] ? 0 : 1;
+    for (int i = 0; i < 4; i++) key[17 + i] = (uint8_t)(p >> (8 * (3 - i)));
+    for (int i = 0; i < 8; i++) key[21 + i] = (uint8_t)(o >> (8 * (7 - i)));
+    return PyBytes_FromStringAndSize((const char *)key, 29);
+}
+
 /* `DataworksLane.row`'s answer from what the message gave (`got`, each set) and the record's
  * place; NULL (no error) where it is not a record C answers for. */
 static PyObject *row_of(PyObject **got, PyObject *spec, PyObject *topic, PyObject *part,
                         PyObject *offset) {
-    uint8_t key[29];
-    PyObject *op = got[M_OP], *seq = got[M_SEQ], *ts = got[M_TS];
+    PyObject *op = got[M_OP], *seq = got[M_SEQ];
     int before_needed = op == OPS[1] || op == OPS[2];
     if ((before_needed ? got[M_BEFORE] : got[M_AFTER]) == Py_None) return NULL;
-    if (sequence_bytes(seq, key) < 0) return NULL;
-    long long p = PyLong_AsLongLong(part), o;
-    if (p < 0 || p > 0xFFFFFFFFLL || (o = PyLong_AsLongLong(offset)) < 0) return NULL;
-    PyObject *when = Py_None; /* a time only of an integer (not a boolean), as `row` reads it */
-    if (PyLong_CheckExact(ts)) {
-        int over = 0;
-        long long t = PyLong_AsLongLongAndOverflow(ts, &over);
-        if (over || (t == -1 && PyErr_Occurred())) return NULL; /* beyond 64 bits: Python's */
-        when = ts;
-    }
-    key[16] = op == OPS[2] ? 0 : 1; /* an UPDATE_BEFOR sorts before its UPDATE_AFTER */
-    for (int i = 0; i < 4; i++) key[17 + i] = (uint8_t)(p >> (8 * (3 - i)));
-    for (int i = 0; i < 8; i++) key[21 + i] = (uint8_t)(o >> (8 * (7 - i)));
-    PyObject *order_key = PyBytes_FromStringAndSize((const char *)key, 29);
-    if (!order_key) return NULL;
-    PyObject *row = PyTuple_Pack(16, PyTuple_GET_ITEM(spec, 3), PyTuple_GET_ITEM(spec, 4),
-                                 PyTuple_GET_ITEM(spec, 5), PyTuple_GET_ITEM(spec, 6), order_key,
-                                 Py_None, Py_None, Py_None, seq, ZERO, Py_None, when, Py_None,
-                                 topic, part, offset);
-    Py_DECREF(order_key);
+    PyObject *key = order_key(op, seq, part, offset), *when = key ? event_when(got[M_TS]) : NULL;
+    PyObject *row = !when ? NULL
+                          : PyTuple_Pack(16, PyTuple_GET_ITEM(spec, 3), PyTuple_GET_ITEM(spec, 4),
+                                         PyTuple_GET_ITEM(spec, 5), PyTuple_GET_ITEM(spec, 6),
+                                         key, Py_None, Py_None, Py_None, seq, ZERO, Py_None,
+                                         when, Py_None, topic, part, offset);
+    Py_XDECREF(key);
     if (!row) return NULL;
     int paired = op == OPS[2] || op == OPS[3];
     PyObject *pair = paired ? PyUnicode_Concat(PyTuple_GET_ITEM(spec, 7), seq) : Py_NewRef(EMPTY);
@@ -334,66 +348,85 @@ static PyObject *kind_of(PyObject *op, PyObject *kinds) {
 enum { R_VALUES, R_OFFSETS, R_START, R_END, R_BUDGET, R_RECENT, R_TOPIC, R_PART, R_SINK,
        R_KINDS, R_N };
 
-/* `DataworksLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
- * emitted, or a record the loop leaves to Python: an answer C's read does not give, an
- * UPDATE_BEFOR not followed by its UPDATE_AFTER (the lane holds it: Python's), an
- * UPDATE_AFTER alone, a shape not counted yet. (where it stopped, records consumed, update
- * pairs joined). */
-static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    static const int lists[] = {R_OFFSETS, -1};
+/* a run's records as the C loop takes them */
+typedef struct {
     LaneSink sink;
     RunValues rv;
-    Py_ssize_t k, end, budget;
-    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, R_VALUES, &k, &end, &budget,
-                      &sink, &rv) < 0)
+    PyObject *offsets, *recent, *topic, *part, *kinds;
+    Py_ssize_t end;
+} Run;
+
+/* the run's record `k` read (`read_record`) */
+static PyObject *run_read(const Run *run, Py_ssize_t k) {
+    return read_record(&run->rv, run->offsets, k, run->recent, run->topic, run->part);
+}
+
+/* an UPDATE_BEFOR (`got`, record `k`) joined with its UPDATE_AFTER when that is the next
+ * record (of the same table and pair key) and emitted: 1; 0 not (Python's); -1 failed */
+static int take_pair(Run *run, Py_ssize_t k, PyObject *got) {
+    PyObject *next = k + 1 < run->end ? run_read(run, k + 1) : NULL;
+    if (!next) return 0;
+    PyObject *nrow = PyTuple_GET_ITEM(next, 1), *nbefore = PyTuple_GET_ITEM(next, 3);
+    int r = 0;
+    if (PyTuple_GET_ITEM(next, 0) == OPS[3] &&
+        PyTuple_GET_ITEM(nrow, 3) == PyTuple_GET_ITEM(PyTuple_GET_ITEM(got, 1), 3) &&
+        PyUnicode_Compare(PyTuple_GET_ITEM(next, 2), PyTuple_GET_ITEM(got, 2)) == 0)
+        r = lane_emit(&run->sink, PyTuple_GET_ITEM(run->kinds, 2), nrow,
+                      nbefore == Py_None ? PyTuple_GET_ITEM(got, 3) : nbefore,
+                      PyTuple_GET_ITEM(next, 4));
+    Py_DECREF(next);
+    return r;
+}
+
+/* record `k` emitted: the records it took (1, or 2 for an update pair joined), 0 none (an
+ * answer C's read does not give, an UPDATE_BEFOR without its UPDATE_AFTER next, an
+ * UPDATE_AFTER alone, a shape not counted yet: Python's), -1 failed */
+static int take_record(Run *run, Py_ssize_t k) {
+    PyObject *got = run_read(run, k);
+    if (!got) return 0;
+    PyObject *op = PyTuple_GET_ITEM(got, 0), *before = PyTuple_GET_ITEM(got, 3);
+    int r = 0;
+    if (op == OPS[2]) { /* only its UPDATE_AFTER, next, joins an UPDATE_BEFOR */
+        r = take_pair(run, k, got);
+        if (r > 0) r = 2;
+    } else if (!(op == OPS[3] && before == Py_None)) {
+        r = lane_emit(&run->sink, kind_of(op, run->kinds), PyTuple_GET_ITEM(got, 1), before,
+                      PyTuple_GET_ITEM(got, 4));
+    }
+    Py_DECREF(got);
+    return r;
+}
+
+/* `DataworksLane.take` of a run's records in turn, from `start` until `end`, `budget` rows
+ * emitted, or a record the loop leaves to Python (`take_record`): (where it stopped, records
+ * consumed, update pairs joined). */
+static PyObject *lane_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const int lists[] = {R_OFFSETS, -1};
+    Run run;
+    Py_ssize_t k, budget;
+    if (lane_run_args(args, nargs, R_N, R_START, lists, R_SINK, R_VALUES, &k, &run.end, &budget,
+                      &run.sink, &run.rv) < 0)
         return NULL;
-    PyObject *kinds = args[R_KINDS];
-    if (!PyTuple_CheckExact(kinds) || PyTuple_GET_SIZE(kinds) != 3) {
-        run_values_close(&rv);
+    run.kinds = args[R_KINDS];
+    if (!PyTuple_CheckExact(run.kinds) || PyTuple_GET_SIZE(run.kinds) != 3) {
+        run_values_close(&run.rv);
         PyErr_SetString(PyExc_ValueError, "run: kinds are _RUN_KINDS");
         return NULL;
     }
-    const RunValues *values = &rv;
-    PyObject *offsets = args[R_OFFSETS], *recent = args[R_RECENT];
-    PyObject *topic = args[R_TOPIC], *part = args[R_PART];
+    run.offsets = args[R_OFFSETS];
+    run.recent = args[R_RECENT];
+    run.topic = args[R_TOPIC];
+    run.part = args[R_PART];
     Py_ssize_t consumed = 0, pairs = 0, emitted = 0;
-    while (k < end && emitted < budget) {
-        PyObject *got = read_record(values, offsets, k, recent, topic, part), *next = NULL;
-        if (!got) break;
-        PyObject *op = PyTuple_GET_ITEM(got, 0), *row = PyTuple_GET_ITEM(got, 1);
-        PyObject *before = PyTuple_GET_ITEM(got, 3), *after = PyTuple_GET_ITEM(got, 4);
-        int used = 1, r = 0;
-        if (op == OPS[2]) { /* an UPDATE_BEFOR: only its UPDATE_AFTER, next, joins it */
-            if (k + 1 < end && (next = read_record(values, offsets, k + 1, recent, topic, part))) {
-                PyObject *nrow = PyTuple_GET_ITEM(next, 1), *nbefore = PyTuple_GET_ITEM(next, 3);
-                int same = PyTuple_GET_ITEM(next, 0) == OPS[3] &&
-                           PyTuple_GET_ITEM(nrow, 3) == PyTuple_GET_ITEM(row, 3) &&
-                           PyUnicode_Compare(PyTuple_GET_ITEM(next, 2), PyTuple_GET_ITEM(got, 2))
-                               == 0; /* noqa: both strs */
-                if (same) {
-                    used = 2;
-                    r = lane_emit(&sink, PyTuple_GET_ITEM(kinds, 2), nrow,
-                                  nbefore == Py_None ? before : nbefore,
-                                  PyTuple_GET_ITEM(next, 4));
-                }
-            }
-        } else if (!(op == OPS[3] && before == Py_None)) { /* an UPDATE_AFTER alone: Python's */
-            r = lane_emit(&sink, kind_of(op, kinds), row, before, after);
-        }
-        Py_DECREF(got);
-        Py_XDECREF(next);
-        if (r < 0) {
-            run_values_close(&rv);
-            return NULL;
-        }
-        if (r == 0) break;
+    int used = 1;
+    while (k < run.end && emitted < budget && (used = take_record(&run, k)) > 0) {
         k += used;
         consumed += used;
         pairs += used - 1;
         emitted++;
     }
-    run_values_close(&rv);
-    return Py_BuildValue("nnn", k, consumed, pairs);
+    run_values_close(&run.rv);
+    return used < 0 ? NULL : Py_BuildValue("nnn", k, consumed, pairs);
 }
 
 static PyMethodDef methods[] = {
