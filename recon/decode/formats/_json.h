@@ -36,6 +36,22 @@ static inline int hex4(const uint8_t *p, uint32_t *out) {
     return 0;
 }
 
+/* An escape at `p` (its backslash) before `e`: its length, checked; -1 not a valid escape,
+ * or a `\u` escape of a lone surrogate (refused). */
+static inline int scan_escape(const uint8_t *p, const uint8_t *e) {
+    uint32_t u, lo;
+    if (e - p < 2) return -1;
+    if (p[1] && strchr("\"\\/bfnrt", p[1])) return 2;
+    if (p[1] != 'u' || e - p < 6 || hex4(p + 2, &u) < 0 || (u >= 0xDC00 && u <= 0xDFFF))
+        return -1;
+    if (u < 0xD800 || u > 0xDBFF) return 6;
+    p += 6; /* a high surrogate: its low one must follow */
+    if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 || lo < 0xDC00 ||
+        lo > 0xDFFF)
+        return -1;
+    return 12;
+}
+
 /* A string at c->p (its opening quote): checked, its raw content (between the quotes) in
  * `raw`, whether it holds an escape in `esc`. -1: not a valid JSON string, or a `\u` escape of
  * a lone surrogate (refused). */
@@ -45,44 +61,21 @@ static inline int scan_string(Cur *c, Cur *raw, int *esc) {
     raw->p = p;
     while (p < e) {
         uint8_t ch = *p;
+        int n = 1;
         if (ch == '"') {
             raw->end = p;
             c->p = p + 1;
             return 0;
         }
         if (ch < 0x20) return -1;
-        if (ch < 0x80 && ch != '\\') {
-            p++;
-            continue;
-        }
         if (ch >= 0x80) {
-            int n = utf8_seq(p, e);
-            if (!n) return -1;
-            p += n;
-            continue;
+            n = utf8_seq(p, e);
+        } else if (ch == '\\') {
+            *esc = 1;
+            n = scan_escape(p, e);
         }
-        *esc = 1; /* a backslash */
-        if (e - p < 2) return -1;
-        switch (p[1]) {
-        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
-            p += 2;
-            continue;
-        case 'u': {
-            uint32_t u, lo;
-            if (e - p < 6 || hex4(p + 2, &u) < 0) return -1;
-            p += 6;
-            if (u >= 0xDC00 && u <= 0xDFFF) return -1;
-            if (u >= 0xD800 && u <= 0xDBFF) {
-                if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 ||
-                    lo < 0xDC00 || lo > 0xDFFF)
-                    return -1;
-                p += 6;
-            }
-            continue;
-        }
-        default:
-            return -1;
-        }
+        if (n <= 0) return -1;
+        p += n;
     }
     return -1;
 }
@@ -110,45 +103,58 @@ static inline int put_utf8(uint8_t *o, uint32_t cp) {
     return 4;
 }
 
+/* The escape at `p` (after its backslash; `scan_string` checked it) unescaped at `*o`: `*o`
+ * past what it wrote, and the escape's length after the backslash. */
+static inline int unescape(const uint8_t *p, uint8_t **o) {
+    static const char from[] = "bfnrt", to[] = "\b\f\n\r\t";
+    uint32_t u = 0, lo = 0; /* hex4 sets them: scan_string checked the escape */
+    if (*p != 'u') {
+        const char *at = strchr(from, *p);
+        *(*o)++ = at ? (uint8_t)to[at - from] : *p; /* else " \ / */
+        return 1;
+    }
+    hex4(p + 1, &u);
+    if (u < 0xD800 || u > 0xDBFF) {
+        *o += put_utf8(*o, u);
+        return 5;
+    }
+    hex4(p + 7, &lo);
+    *o += put_utf8(*o, 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00));
+    return 11;
+}
+
 /* a string `scan_string` checked, as a str (a new reference; NULL: out of memory) */
 static inline PyObject *string_obj(Cur raw, int esc) {
     Py_ssize_t n = raw.end - raw.p;
     if (!esc) return PyUnicode_DecodeUTF8((const char *)raw.p, n, NULL);
     uint8_t *buf = PyMem_Malloc(n > 0 ? (size_t)n : 1); /* unescaped is never longer */
     if (!buf) return PyErr_NoMemory();
-    const uint8_t *p = raw.p;
     uint8_t *o = buf;
-    while (p < raw.end) {
-        if (*p != '\\') {
+    for (const uint8_t *p = raw.p; p < raw.end;) {
+        if (*p != '\\')
             *o++ = *p++;
-            continue;
-        }
-        uint8_t k = p[1];
-        p += 2;
-        switch (k) {
-        case 'b': *o++ = '\b'; break;
-        case 'f': *o++ = '\f'; break;
-        case 'n': *o++ = '\n'; break;
-        case 'r': *o++ = '\r'; break;
-        case 't': *o++ = '\t'; break;
-        case 'u': {
-            uint32_t u = 0, lo = 0; /* hex4 sets them: scan_string checked the escape */
-            hex4(p, &u);
-            p += 4;
-            if (u >= 0xD800 && u <= 0xDBFF) {
-                hex4(p + 2, &lo);
-                p += 6;
-                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            o += put_utf8(o, u);
-            break;
-        }
-        default: *o++ = k; /* " \ / */
-        }
+        else
+            p += 1 + unescape(p + 1, &o);
     }
     PyObject *s = PyUnicode_DecodeUTF8((const char *)buf, o - buf, NULL);
     PyMem_Free(buf);
     return s;
+}
+
+/* past the digits at `p` (before `e`) */
+static inline const uint8_t *past_digits(const uint8_t *p, const uint8_t *e) {
+    while (p < e && *p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+/* past a number's fraction or exponent at `p` (its `.`, `e` or `E`): at least a digit after
+ * it (an exponent's sign first); NULL when none */
+static inline const uint8_t *past_part(const uint8_t *p, const uint8_t *e) {
+    int exp = *p != '.';
+    p++;
+    if (exp && p < e && (*p == '+' || *p == '-')) p++;
+    if (p >= e || *p < '0' || *p > '9') return NULL;
+    return past_digits(p, e);
 }
 
 /* A number at c->p: checked against JSON's grammar, its text in `txt`. 1: an integer,
@@ -158,26 +164,15 @@ static inline int scan_number(Cur *c, Cur *txt) {
     int kind = 1;
     txt->p = p;
     if (p < e && *p == '-') p++;
-    if (p >= e) return -1;
-    if (*p == '0') {
-        p++;
-    } else if (*p >= '1' && *p <= '9') {
-        while (p < e && *p >= '0' && *p <= '9') p++;
-    } else {
-        return -1;
-    }
+    if (p >= e || *p < '0' || *p > '9') return -1;
+    p = *p == '0' ? p + 1 : past_digits(p, e);
     if (p < e && *p == '.') {
         kind = 2;
-        p++;
-        if (p >= e || *p < '0' || *p > '9') return -1;
-        while (p < e && *p >= '0' && *p <= '9') p++;
+        if (!(p = past_part(p, e))) return -1;
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         kind = 2;
-        p++;
-        if (p < e && (*p == '+' || *p == '-')) p++;
-        if (p >= e || *p < '0' || *p > '9') return -1;
-        while (p < e && *p >= '0' && *p <= '9') p++;
+        if (!(p = past_part(p, e))) return -1;
     }
     txt->end = p;
     c->p = p;
@@ -212,6 +207,34 @@ static inline int literal(Cur *c, const char *word, size_t n) {
     return 0;
 }
 
+static inline int skip_bounded(Cur *c, int depth, Py_ssize_t digits);
+
+/* skip an object or array (at its `{` or `[`), checked, as `skip_bounded` */
+static inline int skip_container(Cur *c, int depth, Py_ssize_t digits) {
+    Cur t;
+    int esc;
+    uint8_t close = *c->p == '{' ? '}' : ']';
+    if (depth >= MAX_DEPTH) return -1;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        if (close == '}') { /* a member's key and colon */
+            ws(c);
+            if (c->p >= c->end || *c->p != '"' || scan_string(c, &t, &esc) < 0) return -1;
+            ws(c);
+            if (c->p >= c->end || *c->p++ != ':') return -1;
+        }
+        if (skip_bounded(c, depth + 1, digits) < 0) return -1;
+        ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p++ != ',') return c->p[-1] == close ? 0 : -1;
+    }
+}
+
 /* skip any value, checked; -1: not valid JSON, or refused (a float, too deep, an integer of
  * more than `digits` characters) */
 static inline int skip_bounded(Cur *c, int depth, Py_ssize_t digits) {
@@ -229,34 +252,8 @@ static inline int skip_bounded(Cur *c, int depth, Py_ssize_t digits) {
     case 'n':
         return literal(c, "null", 4);
     case '{':
-    case '[': {
-        uint8_t close = *c->p == '{' ? '}' : ']';
-        int obj = close == '}';
-        if (depth >= MAX_DEPTH) return -1;
-        c->p++;
-        ws(c);
-        if (c->p < c->end && *c->p == close) {
-            c->p++;
-            return 0;
-        }
-        for (;;) {
-            if (obj) {
-                ws(c);
-                if (c->p >= c->end || *c->p != '"' || scan_string(c, &t, &esc) < 0) return -1;
-                ws(c);
-                if (c->p >= c->end || *c->p++ != ':') return -1;
-            }
-            if (skip_bounded(c, depth + 1, digits) < 0) return -1;
-            ws(c);
-            if (c->p >= c->end) return -1;
-            if (*c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (*c->p++ != close) return -1;
-            return 0;
-        }
-    }
+    case '[':
+        return skip_container(c, depth, digits);
     default:
         return scan_number(c, &t) == 1 && t.end - t.p <= digits ? 0 : -1;
     }
@@ -358,23 +355,43 @@ static inline int64_t floor_div(int64_t a, int64_t b, int64_t *rem) {
     return q;
 }
 
+/* a time of day (`rem`: microseconds into the day) at `o` as ` HH:MM:SS[.ffffff]`, with `T`
+ * for `Z` instead of the space and a `Z` after it when `instant`; its end */
+static inline char *put_time(char *o, int64_t rem, int instant) {
+    int64_t us = rem % 1000000, secs = rem / 1000000;
+    *o++ = instant ? 'T' : ' ';
+    o = put_digits(o, secs / 3600, 2);
+    *o++ = ':';
+    o = put_digits(o, secs / 60 % 60, 2);
+    *o++ = ':';
+    o = put_digits(o, secs % 60, 2);
+    if (us) {
+        *o++ = '.';
+        o = put_digits(o, us, 6);
+    }
+    if (instant) *o++ = 'Z';
+    return o;
+}
+
+/* whether `v` of a temporal kind is within what `temporal_text` converts (years about
+ * -10,000 to 10,000: the year is checked after) */
+static inline int temporal_in_range(int kind, int64_t v) {
+    if (kind == K_DATE) return v <= 3000000 && v >= -3000000;
+    if (kind == K_TIMESTAMP_MS || kind == K_INSTANT_MS)
+        return v <= 400000000000000LL && v >= -400000000000000LL;
+    return v <= 400000000000000000LL && v >= -400000000000000000LL;
+}
+
 /* `datetime_from_epoch_us` / `date_from_days` in C, and `_instant_text` (K_INSTANT_MS: its
  * `T` and `Z`); NULL (no error) beyond years 1-9999, which Python's datetime refuses: the
  * converter says so then */
 static inline PyObject *temporal_text(int kind, int64_t v) {
     char out[40];
-    int64_t y, rem = 0, days;
+    int64_t y, rem = 0;
     int m, d;
-    if (kind == K_TIMESTAMP_MS || kind == K_INSTANT_MS) {
-        if (v > 400000000000000LL || v < -400000000000000LL) return NULL;
-        v *= 1000;
-    } else if (kind == K_DATE && (v > 3000000 || v < -3000000)) {
-        return NULL;
-    } else if (kind != K_DATE && (v > 400000000000000000LL || v < -400000000000000000LL)) {
-        return NULL;
-    }
-    days = kind == K_DATE ? v : floor_div(v, 86400000000LL, &rem);
-    civil(days, &y, &m, &d);
+    if (!temporal_in_range(kind, v)) return NULL;
+    if (kind == K_TIMESTAMP_MS || kind == K_INSTANT_MS) v *= 1000;
+    civil(kind == K_DATE ? v : floor_div(v, 86400000000LL, &rem), &y, &m, &d);
     if (y < 1 || y > 9999) return NULL;
     /* written digit by digit: snprintf's format parsing was a tenth of a C read */
     char *o = put_digits(out, y, 4);
@@ -382,20 +399,7 @@ static inline PyObject *temporal_text(int kind, int64_t v) {
     o = put_digits(o, m, 2);
     *o++ = '-';
     o = put_digits(o, d, 2);
-    if (kind != K_DATE) {
-        int64_t us = rem % 1000000, secs = rem / 1000000;
-        *o++ = kind == K_INSTANT_MS ? 'T' : ' ';
-        o = put_digits(o, secs / 3600, 2);
-        *o++ = ':';
-        o = put_digits(o, secs / 60 % 60, 2);
-        *o++ = ':';
-        o = put_digits(o, secs % 60, 2);
-        if (us) {
-            *o++ = '.';
-            o = put_digits(o, us, 6);
-        }
-        if (kind == K_INSTANT_MS) *o++ = 'Z';
-    }
+    if (kind != K_DATE) o = put_time(o, rem, kind == K_INSTANT_MS);
     return PyUnicode_DecodeASCII(out, o - out, NULL);
 }
 
