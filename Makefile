@@ -1,10 +1,11 @@
 # The README and CI call these targets as they are.
 VENV := .venv
 PY := $(VENV)/bin/python
-# The C functions' ceiling (lizard: cyclomatic complexity, lines), the largest today's have;
-# lowered as they are split (the aim: every C function at most ~60 lines, complexity 10)
-C_MAX_CCN := 55
-C_MAX_LINES := 146
+# The C functions' ceiling (lizard: cyclomatic complexity, lines): every one at most 60 lines
+# (as the Python's), and no more complex than the worst today (a JSON or protobuf read's
+# field dispatch); the count above complexity 10 only goes down (tests/unit/test_structure.py)
+C_MAX_CCN := 18
+C_MAX_LINES := 60
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)

@@ -154,7 +154,7 @@ def test_the_purity_check_catches_what_it_should(
 
 
 C_SOURCES = sorted((PACKAGE / "decode" / "formats").glob("_*.[ch]"))
-C_OVER_LIMIT = 37
+C_OVER_LIMIT = 30
 """C functions over complexity 10 or 60 lines today (lizard): the count may only go down, as
 they are split (the ceiling on the worst is `make lint`'s)."""
 

@@ -41,6 +41,14 @@ static inline void run_values_close(RunValues *rv) {
     rv->off.obj = NULL;
 }
 
+/* `obj`'s buffer into `*buf` unless it is None (`*has` says which); -1 (an error set) */
+static inline int opt_buffer(PyObject *obj, Py_buffer *buf, int *has) {
+    if (obj == Py_None) return 0;
+    if (PyObject_GetBuffer(obj, buf, PyBUF_SIMPLE) < 0) return -1;
+    *has = 1;
+    return 0;
+}
+
 /* `values` (a list, or `BinaryRows.native`'s tuple) into `*rv`; -1 (an error set) when it is
  * neither. Close it with `run_values_close` once read. */
 static inline int run_values_open(PyObject *values, RunValues *rv) {
@@ -57,18 +65,10 @@ static inline int run_values_open(PyObject *values, RunValues *rv) {
     rv->length = PyLong_AsSsize_t(PyTuple_GET_ITEM(values, 5));
     if (PyErr_Occurred() || rv->first < 0 || rv->length < 0) goto bad;
     if (PyObject_GetBuffer(PyTuple_GET_ITEM(values, 0), &rv->off, PyBUF_SIMPLE) < 0) goto bad;
-    if (data != Py_None) {
-        if (PyObject_GetBuffer(data, &rv->data, PyBUF_SIMPLE) < 0) goto bad;
-        rv->has_data = 1;
-    }
-    if (valid != Py_None) {
-        if (PyObject_GetBuffer(valid, &rv->valid, PyBUF_SIMPLE) < 0) goto bad;
-        rv->has_valid = 1;
-    }
-    if (rows != Py_None) {
-        if (PyObject_GetBuffer(rows, &rv->rows, PyBUF_SIMPLE) < 0) goto bad;
-        rv->has_rows = 1;
-    }
+    if (opt_buffer(data, &rv->data, &rv->has_data) < 0 ||
+        opt_buffer(valid, &rv->valid, &rv->has_valid) < 0 ||
+        opt_buffer(rows, &rv->rows, &rv->has_rows) < 0)
+        goto bad;
     /* the offsets of rows first .. first + length (one more than the rows), and the bitmap */
     if (rv->off.len / 4 < rv->first + rv->length + 1 ||
         (rv->has_valid && rv->valid.len * 8 < rv->first + rv->length))

@@ -408,6 +408,43 @@ static void rec_clear(Rec *rec) {
     rec->raw_len = 0;
 }
 
+/* Whether `rec`'s last entry had the db, table (of `h`) and column list (`nk` bytes at
+ * `kp`) as the same bytes (`raw`: the sizes of db and table, then the three). */
+static int spec_cached(const Rec *rec, const Header *h, const uint8_t *kp, Py_ssize_t nk) {
+    Py_ssize_t nd = h->db.end - h->db.p, nt = h->tbl.end - h->tbl.p;
+    const Py_ssize_t z = (Py_ssize_t)sizeof(Py_ssize_t);
+    const uint8_t *r = rec->raw;
+    if (!rec->got || rec->raw_len != 2 * z + nd + nt + nk) return 0;
+    if (memcmp(r, &nd, z) != 0 || memcmp(r + z, &nt, z) != 0) return 0;
+    /* an absent field's bytes are no pointer: compared only when there are some */
+    return (!nd || memcmp(r + 2 * z, h->db.p, nd) == 0) &&
+           (!nt || memcmp(r + 2 * z + nd, h->tbl.p, nt) == 0) &&
+           (!nk || memcmp(r + 2 * z + nd + nt, kp, nk) == 0);
+}
+
+/* `rec`'s cache of the entry's db, table and column list as `spec_cached` reads it, and the
+ * answers `db`, `tbl`, `got` for them; -1 out of memory */
+static int spec_keep(Rec *rec, const Header *h, const uint8_t *kp, Py_ssize_t nk, PyObject *db,
+                     PyObject *tbl, PyObject *got) {
+    Py_ssize_t nd = h->db.end - h->db.p, nt = h->tbl.end - h->tbl.p;
+    const Py_ssize_t z = (Py_ssize_t)sizeof(Py_ssize_t);
+    Py_ssize_t len = 2 * z + nd + nt + nk;
+    uint8_t *raw = PyMem_Malloc(len);
+    if (!raw) return -1;
+    memcpy(raw, &nd, z);
+    memcpy(raw + z, &nt, z);
+    if (nd) memcpy(raw + 2 * z, h->db.p, nd);
+    if (nt) memcpy(raw + 2 * z + nd, h->tbl.p, nt);
+    if (nk) memcpy(raw + 2 * z + nd + nt, kp, nk);
+    rec_clear(rec);
+    rec->raw = raw;
+    rec->raw_len = len;
+    rec->db = Py_NewRef(db);
+    rec->tbl = Py_NewRef(tbl);
+    rec->got = Py_NewRef(got);
+    return 0;
+}
+
 /* `spec_for(key, db, tbl)` of an entry of table `h`'s db and table (`key`: its column list's
  * bytes; new references in `*db`, `*tbl` and the answer), reusing the last entry's when its
  * db, table and column list are the same bytes (compared in place: nothing is copied for an
@@ -415,14 +452,8 @@ static void rec_clear(Rec *rec) {
 static int spec_of(Rec *rec, const Header *h, PyObject *key, PyObject **db, PyObject **tbl,
                    PyObject **got) {
     const uint8_t *kp = (const uint8_t *)PyBytes_AS_STRING(key);
-    Py_ssize_t nd = h->db.end - h->db.p, nt = h->tbl.end - h->tbl.p, nk = PyBytes_GET_SIZE(key);
-    const Py_ssize_t z = (Py_ssize_t)sizeof(Py_ssize_t);
-    Py_ssize_t len = 2 * z + nd + nt + nk;
-    const uint8_t *r = rec->raw;
-    if (rec->got && rec->raw_len == len && memcmp(r, &nd, z) == 0 && memcmp(r + z, &nt, z) == 0 &&
-        (!nd || memcmp(r + 2 * z, h->db.p, nd) == 0) &&
-        (!nt || memcmp(r + 2 * z + nd, h->tbl.p, nt) == 0) &&
-        (!nk || memcmp(r + 2 * z + nd + nt, kp, nk) == 0)) {
+    Py_ssize_t nk = PyBytes_GET_SIZE(key);
+    if (spec_cached(rec, h, kp, nk)) {
         *db = Py_NewRef(rec->db);
         *tbl = Py_NewRef(rec->tbl);
         *got = Py_NewRef(rec->got);
@@ -431,26 +462,12 @@ static int spec_of(Rec *rec, const Header *h, PyObject *key, PyObject **db, PyOb
     *db = text(h->db);
     *tbl = *db ? text(h->tbl) : NULL;
     *got = *tbl ? PyObject_CallFunctionObjArgs(rec->spec_for, key, *db, *tbl, NULL) : NULL;
-    uint8_t *raw = *got ? PyMem_Malloc(len) : NULL;
-    if (!raw) {
-        if (*got) PyErr_NoMemory();
-        Py_CLEAR(*db);
-        Py_CLEAR(*tbl);
-        Py_CLEAR(*got);
-        return -1;
-    }
-    memcpy(raw, &nd, z);
-    memcpy(raw + z, &nt, z);
-    if (nd) memcpy(raw + 2 * z, h->db.p, nd); /* an absent field's bytes are no pointer */
-    if (nt) memcpy(raw + 2 * z + nd, h->tbl.p, nt);
-    if (nk) memcpy(raw + 2 * z + nd + nt, kp, nk);
-    rec_clear(rec);
-    rec->raw = raw;
-    rec->raw_len = len;
-    rec->db = Py_NewRef(*db);
-    rec->tbl = Py_NewRef(*tbl);
-    rec->got = Py_NewRef(*got);
-    return 0;
+    if (*got && spec_keep(rec, h, kp, nk, *db, *tbl, *got) == 0) return 0;
+    if (*got) PyErr_NoMemory();
+    Py_CLEAR(*db);
+    Py_CLEAR(*tbl);
+    Py_CLEAR(*got);
+    return -1;
 }
 
 /* a DML entry's op code and whether its fields are ones the lane reads (0), 1: refused */
