@@ -65,6 +65,26 @@ class Plan:
         return int(np.count_nonzero((last >= 0) & (last != DELETE)))
 
 
+SHAPES = ("hot", "zipf", "distinct")
+"""How an hour's changes fall on keys (`plan`'s `shape`): `hot`, uniformly over `keys` keys (the
+2M-message hour changes each of 100k keys ~20 times); `zipf`, ~1.3 changes per key: a key per
+change for 1/1.3 of them and the rest Zipf-skewed updates of those keys (a few hot keys, most
+changed once: an OLTP table's hour); `distinct`, each key changed once (insert-only: orders,
+events, logs)."""
+
+
+def plan_keys(rng: np.random.Generator, changes: int, keys: int, shape: str) -> np.ndarray:
+    """Each change's key, by `shape` (`SHAPES`)."""
+    if shape == "distinct":
+        return rng.permutation(changes).astype(np.int64)
+    if shape == "zipf":
+        fresh = max(1, round(changes / 1.3))
+        ranks = rng.zipf(1.2, changes - fresh) - 1
+        hot = np.where(ranks < fresh, ranks, rng.integers(0, fresh, len(ranks)))
+        return rng.permutation(np.r_[np.arange(fresh), hot]).astype(np.int64)
+    return rng.integers(0, keys, changes, dtype=np.int64)
+
+
 def plan(
     hour: datetime,
     changes: int,
@@ -72,9 +92,10 @@ def plan(
     delete_share: float = 0.1,
     partitions: int = 2,
     seed: int = 1,
+    shape: str = "hot",
 ) -> Plan:
     rng = np.random.default_rng(seed)
-    key = rng.integers(0, keys, changes, dtype=np.int64)
+    key = plan_keys(rng, changes, keys, shape)
     order = np.argsort(key, kind="stable")
     ks = key[order]
     first = np.r_[True, ks[1:] != ks[:-1]] if changes else np.zeros(0, bool)
@@ -259,18 +280,24 @@ def write_hour(
     topic: str,
     rows_per_file: int = 250_000,
     file_per_partition: bool = False,
+    spread: bool = False,
 ) -> dict[str, int]:
     """Render and write the hour; returns counts (changes, messages, bytes). The files hold
     every partition, interleaved as produced (Spark's Kafka source), or with
-    `file_per_partition` a partition each (Kafka Connect's S3 sink), each in offset order."""
+    `file_per_partition` a partition each (Kafka Connect's S3 sink), each in offset order;
+    `spread`: the changes spread over the files at random, each file's records out of
+    Kafka's order (dumps written by several consumers, or copied and merged)."""
     folder = raw / topic / f"dt={p.hour:%Y-%m-%d}" / f"hour={p.hour:%H}"
     folder.mkdir(parents=True, exist_ok=True)
     per = messages_per_change(kinds, p.op)
     rank = _rank_in_partition(p.partition, per)
     n_msgs, n_bytes, file_no = 0, 0, 0
+    order = np.random.default_rng(p.n).permutation(p.n) if spread else np.arange(p.n)
     for lo in range(0, p.n, rows_per_file):
-        idx = np.arange(lo, min(lo + rows_per_file, p.n))
+        idx = np.sort(order[lo : lo + rows_per_file])
         table = _render(p, kinds, idx, rank, topic)
+        if spread:
+            table = table.take(np.random.default_rng(lo).permutation(table.num_rows))
         if file_per_partition:
             parts = table.column("partition").to_numpy()
             for part in np.unique(parts):

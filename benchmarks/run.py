@@ -24,11 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import psutil
 import yaml
 
 from benchmarks.formats import KINDS
-from benchmarks.gen import cut_to_messages, hour_start, iter_sizes, plan, write_hour
+from benchmarks.gen import SHAPES, cut_to_messages, hour_start, iter_sizes, plan, write_hour
 from recon.demo.sample import CREATE_SQL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,16 +130,32 @@ def _env() -> dict[str, str]:
     return env
 
 
-def make_hour(work: Path, fmt: str, messages: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Generate the hour and the pipeline config that reads it."""
+HOUR_SHAPES = (*SHAPES, *(f"{s}+spread" for s in SHAPES))
+"""An hour's shape (`make_hour`): how its changes fall on keys (`benchmarks.gen.SHAPES`), and
+with `+spread` its dumps' records spread over the files out of Kafka's order."""
+
+
+def make_hour(
+    work: Path, fmt: str, messages: int, args: argparse.Namespace, shape: str = "hot"
+) -> dict[str, Any]:
+    """Generate the hour (of `shape`: `HOUR_SHAPES`) and the pipeline config that reads it."""
     shutil.rmtree(work, ignore_errors=True)
     kinds = KINDS[fmt]()
-    p = plan(hour_start(HOUR), messages, args.keys, args.delete_share, args.partitions, args.seed)
+    keys, _, spread = shape.partition("+")
+    p = plan(hour_start(HOUR), messages, args.keys, args.delete_share, args.partitions, args.seed, keys)  # fmt: skip
     p = cut_to_messages(p, kinds, messages)
     t0 = time.perf_counter()
     counts: dict[str, Any] = dict(
-        write_hour(p, kinds, work / "raw", "bench", file_per_partition=args.file_per_partition)
+        write_hour(
+            p,
+            kinds,
+            work / "raw",
+            "bench",
+            file_per_partition=args.file_per_partition,
+            spread=bool(spread),
+        )  # fmt: skip
     )
+    counts["changes_per_key"] = round(p.n / max(len(np.unique(p.key)), 1), 2)
     counts["generate_seconds"] = round(time.perf_counter() - t0, 2)
     counts["expected_rows"] = p.expected_rows()
     tables: dict[str, Any] = {"shop.orders": {}}
@@ -288,10 +305,20 @@ def chart(results: dict[str, Any], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fmts = list(results["formats"])
-    fig, axes = plt.subplots(1, len(fmts), figsize=(5 * len(fmts), 4), squeeze=False)
-    for ax, fmt in zip(axes[0], fmts, strict=True):
-        sizes = results["formats"][fmt]["sizes"]
+    names = list(results["formats"])
+    fmts = list(dict.fromkeys(results["formats"][n].get("format", n) for n in names))
+    shapes = list(dict.fromkeys(results["formats"][n].get("shape", "hot") for n in names))
+    fig, axes = plt.subplots(
+        len(fmts), len(shapes), figsize=(5 * len(shapes), 4 * len(fmts)), squeeze=False
+    )
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for fmt in names:
+        entry = results["formats"][fmt]
+        at = fmts.index(entry.get("format", fmt)), shapes.index(entry.get("shape", "hot"))
+        ax = axes[at]
+        ax.set_visible(True)
+        sizes = entry["sizes"]
         for path in PATHS:
             xs = [s["messages"] / 1000 for s in sizes]
             ys = [s["paths"][path]["seconds"] for s in sizes]
@@ -314,13 +341,20 @@ def main() -> None:
     # slow minute of a shared machine moves by a third (the same code's DataWorks ratio 0.69x
     # and 1.46x on one day); a 1.9M-message step is 10-20 s of it
     ap.add_argument("--sizes", default="100k,2m", help="messages per hour, two sizes")
-    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--keys", type=int, default=100_000, help="the hot shape's keys")
+    ap.add_argument(
+        "--shapes", default="hot,zipf,distinct,hot+spread",
+        help=f"hour shapes, from {', '.join(HOUR_SHAPES)} (benchmarks/gen.py SHAPES)",
+    )  # fmt: skip
     ap.add_argument("--delete-share", type=float, default=0.1)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument(
         "--file-per-partition", action="store_true",
         help="a dump file per Kafka partition (Kafka Connect's S3 sink), not all in each",
     )  # fmt: skip
+    ap.add_argument(
+        "--small", default="1k", help="a small hour's messages, each format (empty: none)"
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", default=str(ROOT / "var" / "bench"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -337,11 +371,12 @@ def main() -> None:
         return
     sizes = list(iter_sizes(args.sizes))
     fmts = [f.strip() for f in args.formats.split(",")]
-    bad = [f for f in fmts if f not in KINDS]
+    shapes = [x.strip() for x in args.shapes.split(",")]
+    bad = [f for f in fmts if f not in KINDS] + [x for x in shapes if x not in HOUR_SHAPES]
     if bad or len(sizes) != 2 or args.repeat < 1:
         sys.exit(
-            f"bench: --formats from {', '.join(KINDS)}; --sizes two sizes like 100k,2m; "
-            "--repeat 1 or more"
+            f"bench: --formats from {', '.join(KINDS)}; --shapes from {', '.join(HOUR_SHAPES)}; "
+            "--sizes two sizes like 100k,2m; --repeat 1 or more"
         )
     results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -351,15 +386,25 @@ def main() -> None:
         "formats": {},
     }  # fmt: skip
     for fmt in fmts:
-        runs = []
-        for size in sizes:
-            work = Path(args.work) / f"{fmt}-{size}"
-            counts = make_hour(work, fmt, size, args)
-            print(f"{fmt}: {counts['messages']:,} messages ({counts['changes']:,} changes, generated in {counts['generate_seconds']} s)", flush=True)  # fmt: skip
+        for shape in shapes:
+            runs = []
+            for size in sizes:
+                work = Path(args.work) / f"{fmt}-{size}"
+                counts = make_hour(work, fmt, size, args, shape)
+                print(f"{fmt} {shape}: {counts['messages']:,} messages ({counts['changes']:,} changes, {counts['changes_per_key']} a key, generated in {counts['generate_seconds']} s)", flush=True)  # fmt: skip
+                counts["paths"] = run_paths(work, fmt, PATHS, args.repeat)
+                runs.append(counts)
+                shutil.rmtree(work, ignore_errors=True)
+            name = fmt if shape == "hot" else f"{fmt} {shape}"
+            entry = {"format": fmt, "shape": shape, "sizes": runs, "derived": derive(fmt, runs)}
+            results["formats"][name] = entry
+        if args.small:  # a small hour: what the cluster pays 24 times a day per pipeline
+            work = Path(args.work) / f"{fmt}-small"
+            counts = make_hour(work, fmt, next(iter_sizes(args.small)), args)
+            print(f"{fmt} small: {counts['messages']:,} messages", flush=True)
             counts["paths"] = run_paths(work, fmt, PATHS, args.repeat)
-            runs.append(counts)
+            results.setdefault("small", {})[fmt] = counts
             shutil.rmtree(work, ignore_errors=True)
-        results["formats"][fmt] = {"sizes": runs, "derived": derive(fmt, runs)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -386,6 +431,13 @@ def report(results: dict[str, Any], out: Path) -> None:
             f"{fmt}: recon/naive marginal rate {d['recon_vs_naive_marginal']}x, fixed cost "
             f"{d['recon_vs_naive_fixed']}x; recon {d['recon_changes_per_s_per_core']:,} changes/s/core; "
             + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in d["targets"].items())
+        )
+    for fmt, small in results.get("small", {}).items():
+        p = small["paths"]
+        ratio = p["recon"]["seconds"] / max(p["naive"]["seconds"], 0.01)
+        print(
+            f"{fmt} small hour ({small['messages']:,} messages): recon {p['recon']['seconds']:.1f} s, "
+            f"naive {p['naive']['seconds']:.1f} s ({ratio:.2f}x), copy {p['copy']['seconds']:.1f} s"
         )
     print(f"\nresults: {out / 'latest.json'}, chart: {out / 'latest.png'}")
     if not ok:

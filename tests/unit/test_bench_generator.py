@@ -19,6 +19,7 @@ from benchmarks.formats import KINDS
 from benchmarks.gen import (
     DELETE,
     KEY0,
+    SHAPES,
     STATUSES,
     b64,
     cut_to_messages,
@@ -151,3 +152,37 @@ def test_a_file_per_partition_holds_the_same_records_each_partition_in_offset_or
     for spans in ranges.values():
         spans.sort()
         assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_each_shape_puts_its_hours_changes_on_keys_as_it_says() -> None:
+    """`make bench`'s hour shapes (`SHAPES`): `distinct` changes each key once (every change an
+    insert), `zipf` about 1.3 times with a few hot keys, `hot` spreads them over `keys`."""
+    n = 20_000
+    distinct = plan(HOUR, n, keys=100, shape="distinct")
+    assert len(np.unique(distinct.key)) == n and set(distinct.op.tolist()) == {0}
+    zipf = plan(HOUR, n, keys=100, shape="zipf")
+    per_key = np.bincount(zipf.key)
+    assert 1.25 < n / np.count_nonzero(per_key) < 1.35 and per_key.max() > 100
+    assert np.median(per_key[per_key > 0]) == 1
+    hot = plan(HOUR, n, keys=100, shape="hot")
+    assert len(np.unique(hot.key)) == 100
+    assert SHAPES == ("hot", "zipf", "distinct")
+
+
+def test_a_spread_hour_holds_the_same_records_out_of_kafkas_order(tmp_path: Path) -> None:
+    """`+spread`: the records of the Kafka-order layout, spread over the files at random, each
+    file out of offset order; and recon decodes them into the planned table all the same."""
+    kinds = KINDS["debezium_json"]()
+    p = cut_to_messages(plan(HOUR, 3000, keys=400, delete_share=0.3, shape="zipf"), kinds, 3000)
+    write_hour(p, kinds, tmp_path / "kafka", "bench", rows_per_file=700)
+    write_hour(p, kinds, tmp_path / "spread", "bench", rows_per_file=700, spread=True)
+    key = lambda r: (r.partition, r.offset, r.value)  # noqa: E731
+    spread = _records(tmp_path / "spread")
+    assert sorted(map(key, spread)) == sorted(map(key, _records(tmp_path / "kafka")))
+    files = sorted((tmp_path / "spread").rglob("*.parquet"))
+    offsets = [pq.read_table(f, columns=["offset"]).column("offset").to_pylist() for f in files]
+    assert len(files) > 1 and all(o != sorted(o) for o in offsets)
+    assert min(offsets[0]) < max(offsets[1]) and min(offsets[1]) < max(offsets[0])
+    ctx = DecodeContext(tables={"shop.orders": parse_create_table(CREATE_SQL)[2]})
+    events = [r for r in decode_records(spread, "debezium_json", ctx).to_pylist() if r["kind"] == "event"]  # fmt: skip
+    assert len(table_rows(fold(events))["shop.orders"]) == p.expected_rows()
