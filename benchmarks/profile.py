@@ -8,6 +8,7 @@ methods with the most samples are printed per stage (`--no-jfr`: without; skippe
 where the JDK has no `jfr` tool).
 
 Run: .venv/bin/python -m benchmarks.profile [--format dataworks_json] [--messages 500k]
+     [--shape distinct]
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from benchmarks.formats import KINDS
 from benchmarks.gen import iter_sizes
-from benchmarks.run import HOUR, ROOT, _env, make_hour
+from benchmarks.run import HOUR, HOUR_SHAPES, ROOT, _env, make_hour
 
 
 def jobs_by_call_site(event_log: Path) -> list[tuple[str, int, float]]:
@@ -164,6 +165,7 @@ def main() -> None:
     ap.add_argument("--format", default="dataworks_json", choices=sorted(KINDS))
     ap.add_argument("--messages", default="500k")
     ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--shape", default="hot", choices=HOUR_SHAPES)
     ap.add_argument("--work", default=str(ROOT / "var" / "profile"))
     ap.add_argument("--no-jfr", action="store_true", help="without the JVM's profile (JFR)")
     args = ap.parse_args()
@@ -171,7 +173,7 @@ def main() -> None:
     ns = argparse.Namespace(
         keys=args.keys, delete_share=0.1, partitions=2, seed=1, file_per_partition=False
     )
-    counts = make_hour(work, args.format, next(iter_sizes(args.messages)), ns)
+    counts = make_hour(work, args.format, next(iter_sizes(args.messages)), ns, args.shape)
     evlog = work / "eventlog"
     evlog.mkdir()
     env = _env()
