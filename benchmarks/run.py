@@ -153,10 +153,10 @@ def make_hour(
             "bench",
             file_per_partition=args.file_per_partition,
             spread=bool(spread),
-        )  # fmt: skip
+        )
     )
-    counts["changes_per_key"] = round(p.n / max(len(np.unique(p.key)), 1), 2)
     counts["generate_seconds"] = round(time.perf_counter() - t0, 2)
+    counts["changes_per_key"] = round(p.n / max(len(np.unique(p.key)), 1), 2)
     counts["expected_rows"] = p.expected_rows()
     tables: dict[str, Any] = {"shop.orders": {}}
     if fmt == "tencent_dts_pb":  # its messages carry no column types to publish by

@@ -55,7 +55,7 @@ static PyObject *value_text(Cur *c, int kind) {
     case '"':
         return scan_string(c, &t, &esc) < 0 ? NULL : string_obj(t, esc);
     case 'n':
-        return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
+        return null_value(c);
     default:
         if (scan_number(c, &t) != 1) return NULL; /* true, false, an object: refused too */
         if (kind == K_PLAIN) return int_text(t);
@@ -152,11 +152,7 @@ static PyObject *scalar_of(Cur *c, PyObject *unused) { return scalar(c); }
  * `dataColumn` (`data_columns`); -1 refused, and without a `dataColumn` (the Python read
  * says why) */
 static int image(Cur *c, PyObject *spec, PyObject **out) {
-    if (*c->p == 'n') {
-        if (literal(c, "null", 4) < 0) return -1;
-        *out = Py_NewRef(Py_None);
-        return 0;
-    }
+    if (*c->p == 'n') return (*out = null_value(c)) ? 0 : -1;
     if (*c->p != '{' || one_member(c, "dataColumn", data_column, spec, out) < 0) return -1;
     return *out ? 0 : -1;
 }

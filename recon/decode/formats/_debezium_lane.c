@@ -133,7 +133,7 @@ static PyObject *image_value(Cur *c, PyObject *conv, int kind, long scale) {
         if (kind == K_PLAIN) return v;
         break;
     case 'n':
-        return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
+        return null_value(c);
     case 't':
     case 'f':
         if (!(v = scalar(c))) return NULL;
@@ -234,15 +234,10 @@ static PyObject *op_member(Cur *c) {
     return code ? Py_NewRef(code) : NULL;
 }
 
-/* a `null` (at `n`): None; NULL refused */
-static PyObject *null_value(Cur *c) {
-    return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
-}
-
 /* a `transaction` that is not an object, read and checked: None, as it has no id, as Python
  * reads it; NULL refused */
 static PyObject *no_txn(Cur *c) {
-    PyObject *v = *c->p == 'n' ? null_value(c) : scalar(c);
+    PyObject *v = scalar(c); /* null too */
     if (!v) return NULL;
     Py_DECREF(v);
     return Py_NewRef(Py_None);

@@ -207,6 +207,11 @@ static inline int literal(Cur *c, const char *word, size_t n) {
     return 0;
 }
 
+/* a `null` (at `n`): None (a new reference); NULL refused */
+static inline PyObject *null_value(Cur *c) {
+    return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 static inline int skip_bounded(Cur *c, int depth, Py_ssize_t digits);
 
 /* skip an object or array (at its `{` or `[`), checked, as `skip_bounded` */
@@ -276,7 +281,7 @@ static inline PyObject *scalar(Cur *c) {
     case 'f':
         return literal(c, "false", 5) < 0 ? NULL : Py_NewRef(Py_False);
     case 'n':
-        return literal(c, "null", 4) < 0 ? NULL : Py_NewRef(Py_None);
+        return null_value(c);
     default:
         return scan_number(c, &t) == 1 ? int_obj(t) : NULL;
     }
