@@ -22,6 +22,7 @@ from recon.core.sqlddl import TableDef
 from recon.errors import ConfigError
 from recon.formats import FORMATS, Format
 from recon.layout import Layout
+from recon.objstore import S3Folder, is_s3, mirrored, split
 from recon.rawdumps import (
     DEFAULT_GRACE_MINUTES,
     DEFAULT_PATH_FORMAT,
@@ -135,6 +136,16 @@ class PipelineConfig:
     topic_options: dict[str, TopicOptions] = field(default_factory=dict)
     """Topics given as a mapping with `transactional:` or `compacted:` (`_topics`)."""
     dump: DumpConfig = SPARK_KAFKA_DUMP  # the raw dumps' layout (`recon.rawdumps`)
+    raw_uri: str | None = None
+    """`raw_path` given as `s3://...`: the dumps are listed there and read from their copies
+    under `raw_path`, the mirror of that URI in the warehouse (`recon.objstore`)."""
+    snapshot_uri: str | None = None
+    """`snapshot.path` given as `s3://...`, mirrored so at `snapshot_path`."""
+
+    @property
+    def raw_root(self) -> Path | S3Folder:
+        """Where the dumps are listed: the raw folder, or its bucket's prefix."""
+        return S3Folder(self.raw_uri) if self.raw_uri else self.raw_path
 
     @property
     def dag_id(self) -> str:
@@ -152,13 +163,31 @@ def _fail(path: Path, key: str, msg: str) -> ConfigError:
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 _LOCAL_ONLY = (
-    "the stages read and write through the file system; mount the store at the same path on "
-    "Airflow and every Spark worker (a shared volume, NFS, or an s3fs/gcsfuse mount) and give "
-    "that path (docs/deployment.md: Object stores)"
+    "the pipeline's state, manifests and reports need a POSIX folder shared by Airflow and the "
+    "Spark workers (atomic renames, a lock); raw_path, snapshot.path and catalog.warehouse may "
+    "be s3:// (docs/deployment.md: Object stores)"
+)
+_S3_ONLY = (
+    "the object stores read are S3 and S3-compatible ones (s3://, with AWS_ENDPOINT_URL for "
+    "MinIO, Ceph and the like); give an s3:// URI or a folder path (docs/deployment.md: Object "
+    "stores)"
 )
 
 
 _ONE_SLASH = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)")
+
+
+def _place(path: Path, key: str, value: Any) -> str | Path:
+    """A folder that may be on S3: its `s3://bucket/prefix` URI, or a path (`_path`)."""
+    if isinstance(value, str) and is_s3(value.strip()):
+        uri = value.strip().rstrip("/")
+        if uri[len("s3://") :].startswith("/") or not split(uri)[0]:
+            raise _fail(path, key, f"{value!r} names no bucket; write s3://bucket/folder")
+        return uri
+    m = _URI.match(value.strip()) if isinstance(value, str) else None
+    if m and m.group(1).lower() != "file":
+        raise _fail(path, key, f"{m.group(1)}:// is not supported; {_S3_ONLY}")
+    return _path(path, key, value)
 
 
 def _path(path: Path, key: str, value: Any) -> Path:
@@ -324,12 +353,31 @@ def _name(path: Path, name: Any) -> str:
     return name
 
 
-def _snapshot(path: Path, snap: Any) -> Path | None:
+def _snapshot(path: Path, snap: Any) -> str | Path | None:
     if snap is None:
         return None
     if not isinstance(snap, dict) or set(snap) != {"path"}:
         raise _fail(path, "snapshot", "must be {path: /folder/of/the/snapshot}")
-    return _path(path, "snapshot.path", snap["path"])
+    return _place(path, "snapshot.path", snap["path"])
+
+
+def _places(path: Path, data: dict[str, Any], warehouse: Path) -> dict[str, Any]:
+    """`raw_path`, `raw_uri`, `snapshot_path` and `snapshot_uri` of a config (`PipelineConfig`)."""
+    raw_path, raw_uri = _local(_place(path, "raw_path", data["raw_path"]), warehouse)
+    snapshot_path, snapshot_uri = _local(_snapshot(path, data.get("snapshot")), warehouse)
+    return {
+        "raw_path": raw_path,
+        "raw_uri": raw_uri,
+        "snapshot_path": snapshot_path,
+        "snapshot_uri": snapshot_uri,
+    }
+
+
+def _local(place: str | Path | None, warehouse: Path) -> tuple[Path | None, str | None]:
+    """(the local folder, the S3 URI it mirrors) of a place `_place` read."""
+    if isinstance(place, str):
+        return mirrored(place, Layout(warehouse, "").object_mirror), place
+    return place, None
 
 
 def _topics(path: Path, value: Any) -> tuple[tuple[str, ...], dict[str, TopicOptions]]:
@@ -423,10 +471,8 @@ def _catalog(path: Path, catalog: Any) -> dict[str, str]:
     props = {k: str(v) for k, v in catalog.items()}
     for k, v in props.items():
         m = _URI.match(v)
-        if k == "warehouse" and m and m.group(1).lower() != "file":
-            raise _fail(
-                path, "catalog.warehouse", f"{m.group(1)}:// is not supported; {_LOCAL_ONLY}"
-            )
+        if k == "warehouse" and m and m.group(1).lower() not in ("file", "s3"):
+            raise _fail(path, "catalog.warehouse", f"{m.group(1)}:// is not supported; {_S3_ONLY}")
         secret = any(w in k.lower() for w in ("password", "secret", "token", "credential"))
         if (secret and "${" not in v) or (m and _has_password(v)):
             raise _fail(
@@ -466,7 +512,8 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
     if fmt not in FORMATS:
         raise _fail(path, "format", f"{fmt!r} is not a format; use one of {', '.join(FORMATS)}")
     topics, topic_options = _topics(path, data["topics"])
-    snapshot_path = _snapshot(path, data.get("snapshot"))
+    warehouse = _path(path, "warehouse", data["warehouse"])
+    places = _places(path, data, warehouse)
     catalog = _catalog(path, data.get("catalog") or {})
     buckets = data.get("buckets", 16)
     if not _whole(buckets) or not 1 <= buckets <= 4096:
@@ -497,13 +544,12 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         retention_hours=retention,
         name=name,
         format=fmt,  # checked against FORMATS above
-        raw_path=_path(path, "raw_path", data["raw_path"]),
+        **places,
         topics=topics,
         topic_options=topic_options,
-        warehouse=_path(path, "warehouse", data["warehouse"]),
+        warehouse=warehouse,
         start=_start(path, data["start"]),
         tables=_tables(path, data["tables"]),
-        snapshot_path=snapshot_path,
         audit=_audit(path, data.get("audit")),
         source_file=path,
     )

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from recon.rawdumps import SPARK_KAFKA_DUMP, DumpConfig, dump_files, hour_folder
+from recon.rawdumps import SPARK_KAFKA_DUMP, DumpConfig, Root, dump_files, hour_folder
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The project checkout (pipelines/, jobs/, dags/ beside the package; editable install)."""
@@ -51,15 +51,17 @@ def hour_text(hour: datetime) -> str:
 
 def raw_hour_folder(raw_path: Path, topic: str, hour: datetime) -> Path:
     """The Spark-Kafka dump folder of one topic-hour (`recon.rawdumps` owns both layouts)."""
-    return hour_folder(raw_path, topic, hour, SPARK_KAFKA_DUMP)
+    folder = hour_folder(raw_path, topic, hour, SPARK_KAFKA_DUMP)
+    assert isinstance(folder, Path)
+    return folder
 
 
 def dump_bytes(
-    raw_path: Path, topics: Iterable[str], hours: Iterable[datetime], dump: DumpConfig
+    raw_path: Root, topics: Iterable[str], hours: Iterable[datetime], dump: DumpConfig
 ) -> int:
     """The size on disk of the dump files of `hours` over `topics`: what decides whether a
     run, or a stage's hour, is small (`recon.ops.sizing`)."""
-    return sum(f.stat().st_size for f in dump_files(raw_path, list(topics), list(hours), dump))
+    return sum(size for _, size in dump_files(raw_path, list(topics), list(hours), dump))
 
 
 _SPARK_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
@@ -89,6 +91,12 @@ class Layout:
 
     warehouse: Path
     pipeline: str
+
+    @property
+    def object_mirror(self) -> Path:
+        """The copies of what the pipelines of this warehouse read from S3, as
+        `<bucket>/<key>` (`recon.objstore`)."""
+        return self.warehouse / "_s3"
 
     # -- decode -------------------------------------------------------------------------------
     @property

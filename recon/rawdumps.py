@@ -12,16 +12,23 @@ DAG's sensor and the config import it).
   into the Kafka source's records.
 
 `list_hour` is the one listing both the decode and the sensor use, so they agree on
-completeness.
+completeness. A raw folder may be a bucket's prefix (`recon.objstore.S3Folder`): the layouts
+list it the same way, and the decode reads the files' copies (`recon.objstore.local_copies`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from recon.objstore import S3Folder, list_files
+
+Root = Path | S3Folder
+"""A raw folder: on the file system, or a bucket's prefix."""
 
 SPARK_KAFKA = "spark-kafka"
 KAFKA_CONNECT_S3 = "kafka-connect-s3"
@@ -115,7 +122,7 @@ class HourFiles:
     """One topic-hour's dump files, and whether the hour is complete."""
 
     topic: str
-    folder: Path
+    folder: Root
     complete: bool
     parquet: tuple[str, ...] = ()
     jsonl: tuple[str, ...] = ()
@@ -125,13 +132,15 @@ class HourFiles:
     """Files in the hour's folder that match no dump name (a finding names each)."""
     waiting_for: str = ""
     """What the hour waits for when it is not complete."""
+    sizes: tuple[int, ...] = ()
+    """The sizes of `files`, in their order."""
 
     @property
     def files(self) -> tuple[str, ...]:
         return (*self.parquet, *self.jsonl, *self.connect)
 
 
-def hour_folder(raw_path: Path, topic: str, hour: datetime, dump: DumpConfig) -> Path:
+def hour_folder(raw_path: Root, topic: str, hour: datetime, dump: DumpConfig) -> Root:
     h = hour.astimezone(UTC)
     if dump.layout == KAFKA_CONNECT_S3:
         return raw_path / topic / h.strftime(dump.strftime)
@@ -146,11 +155,14 @@ def connect_name(topic: str, name: str) -> tuple[int, int, str] | None:
     return int(m.group(1)), int(m.group(2)), m.group(3)
 
 
-def _names(folder: Path) -> list[str]:
+def _files(folder: Root) -> dict[str, int]:
+    """Name -> size of the folder's files, by name."""
+    if isinstance(folder, S3Folder):
+        return dict(sorted(folder.files().items()))
     try:
-        return sorted(e.name for e in os.scandir(folder) if e.is_file())
+        return dict(sorted((e.name, e.stat().st_size) for e in os.scandir(folder) if e.is_file()))
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        return {}
 
 
 def _hidden(name: str) -> bool:
@@ -159,24 +171,27 @@ def _hidden(name: str) -> bool:
 
 
 def list_hour(
-    raw_path: Path,
+    raw_path: Root,
     topic: str,
     hour: datetime,
     dump: DumpConfig = SPARK_KAFKA_DUMP,
     now: datetime | None = None,
 ) -> HourFiles:
     folder = hour_folder(raw_path, topic, hour, dump)
-    names = _names(folder)
+    names = _files(folder)
     if dump.layout != KAFKA_CONNECT_S3:
         parts = [n for n in names if n.startswith("part-")]
+        parquet = [n for n in parts if n.endswith(PARQUET_DUMP)]
+        jsonl = [n for n in parts if n.endswith(JSONL_DUMPS)]
         complete = "_SUCCESS" in names
         return HourFiles(
             topic,
             folder,
             complete,
-            parquet=tuple(str(folder / n) for n in parts if n.endswith(PARQUET_DUMP)),
-            jsonl=tuple(str(folder / n) for n in parts if n.endswith(JSONL_DUMPS)),
+            parquet=tuple(str(folder / n) for n in parquet),
+            jsonl=tuple(str(folder / n) for n in jsonl),
             waiting_for="" if complete else f"{folder}/_SUCCESS",
+            sizes=tuple(names[n] for n in (*parquet, *jsonl)),
         )
     connect = [n for n in names if connect_name(topic, n)]
     unread = [n for n in names if not _hidden(n) and n not in connect]
@@ -189,11 +204,12 @@ def list_hour(
         connect=tuple(str(folder / n) for n in connect),
         unread=tuple(str(folder / n) for n in unread),
         waiting_for=waiting,
+        sizes=tuple(names[n] for n in connect),
     )
 
 
 def _connect_waiting(
-    raw_path: Path,
+    raw_path: Root,
     topic: str,
     hour: datetime,
     dump: DumpConfig,
@@ -208,7 +224,7 @@ def _connect_waiting(
     if partitions:
         later: set[int] = set()
         for k in range(1, LOOKAHEAD_HOURS + 1):
-            for n in _names(hour_folder(raw_path, topic, hour + timedelta(hours=k), dump)):
+            for n in _files(hour_folder(raw_path, topic, hour + timedelta(hours=k), dump)):
                 found = connect_name(topic, n)
                 if found:
                     later.add(found[0])
@@ -222,14 +238,15 @@ def _connect_waiting(
 
 
 def dump_files(
-    raw_path: Path, topics: tuple[str, ...] | list[str], hours: list[datetime], dump: DumpConfig
-) -> list[Path]:
-    """The dump files of `hours` over `topics` (what decides whether a run is small)."""
-    out: list[Path] = []
+    raw_path: Root, topics: tuple[str, ...] | list[str], hours: list[datetime], dump: DumpConfig
+) -> list[tuple[str, int]]:
+    """The dump files of `hours` over `topics`, each with its size (what decides whether a run
+    is small): paths, or `s3://` URIs."""
+    out: list[tuple[str, int]] = []
     for h in hours:
         for topic in topics:
             hf = list_hour(raw_path, topic, h, dump, now=_FAR_FUTURE)
-            out.extend(Path(f) for f in hf.files)
+            out.extend(zip(hf.files, hf.sizes, strict=True))
     return out
 
 
@@ -238,56 +255,79 @@ _FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def scan_topic(
-    raw_path: Path, topic: str, dump: DumpConfig, limit: int = 10_000
-) -> dict[datetime, list[Path]]:
+    raw_path: Root, topic: str, dump: DumpConfig, limit: int = 10_000
+) -> dict[datetime, list[str]]:
     """Every hour folder of a topic with its dump files (at most `limit` hours), by walking
     the topic's folder and reading each folder's hour from the layout's path."""
     base = raw_path / topic
     pattern = dump.strftime if dump.layout == KAFKA_CONNECT_S3 else "dt=%Y-%m-%d/hour=%H"
     depth = pattern.count("/") + 1
-    found: dict[datetime, list[Path]] = {}
+    found: dict[datetime, list[str]] = {}
     for folder in _folders_at(base, depth):
-        rel = folder.relative_to(base).as_posix()
+        rel = _relative(folder, base)
         try:
             hour = datetime.strptime(rel, pattern).replace(tzinfo=UTC)
         except ValueError:
             continue
         files = list_hour(raw_path, topic, hour, dump, now=_FAR_FUTURE).files
         if files:
-            found[hour] = [Path(f) for f in files]
+            found[hour] = list(files)
         if len(found) >= limit:
             break
     return dict(sorted(found.items()))
 
 
-def _folders_at(base: Path, depth: int) -> list[Path]:
-    level = [base] if base.is_dir() else []
+def _relative(folder: Root, base: Root) -> str:
+    if isinstance(folder, S3Folder) and isinstance(base, S3Folder):
+        return folder.relative_to(base).as_posix()
+    assert isinstance(folder, Path) and isinstance(base, Path)
+    return folder.relative_to(base).as_posix()
+
+
+def _folders_at(base: Root, depth: int) -> list[Root]:
+    level: list[Root] = [base] if isinstance(base, S3Folder) or base.is_dir() else []
     for _ in range(depth):
-        nxt: list[Path] = []
+        nxt: list[Root] = []
         for d in level:
+            if isinstance(d, S3Folder):
+                nxt.extend(d.folders())
+                continue
             try:
                 nxt.extend(Path(e.path) for e in os.scandir(d) if e.is_dir())
             except OSError:
                 continue
         level = nxt
-    return sorted(level)
+    return sorted(level, key=str)
 
 
 def bin_file_of_binary_format(
-    raw_path: Path, topics: tuple[str, ...], fmt: str, dump: DumpConfig, limit: int = 20_000
-) -> Path | None:
+    raw_path: Root, topics: tuple[str, ...], fmt: str, dump: DumpConfig, limit: int = 20_000
+) -> str | None:
     """A `.bin` connector file of a binary format's topic (its values cannot be split by a
     separator), looking at `limit` entries at most; None when there is none."""
     if dump.layout != KAFKA_CONNECT_S3 or fmt not in BINARY_FORMATS:
         return None
     seen = 0
     for topic in topics:
-        for folder, _, names in os.walk(raw_path / topic):
+        for folder, names in _walk(raw_path / topic):
             for n in names:
                 found = connect_name(topic, n)
                 if found and found[2].startswith(".bin"):
-                    return Path(folder) / n
+                    return f"{folder}/{n}"
             seen += len(names) + 1
             if seen > limit:
                 return None
     return None
+
+
+def _walk(top: Root) -> Iterator[tuple[str, list[str]]]:
+    """(folder, its file names) of every folder under `top`."""
+    if isinstance(top, Path):
+        for folder, _, names in os.walk(top):
+            yield folder, names
+        return
+    by_folder: dict[str, list[str]] = {}
+    for uri in list_files(str(top)):
+        folder, _, name = uri.rpartition("/")
+        by_folder.setdefault(folder, []).append(name)
+    yield from sorted(by_folder.items())

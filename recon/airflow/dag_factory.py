@@ -95,7 +95,7 @@ def dump_complete(pipeline_file: str, h: dict[str, object]) -> bool:
     cfg = load_config(pipeline_file)
     for hr in hour_range(parse_hour(str(h["from"])), parse_hour(str(h["to"]))):
         for topic in cfg.topics:
-            listed = list_hour(cfg.raw_path, topic, hr, cfg.dump)
+            listed = list_hour(cfg.raw_root, topic, hr, cfg.dump)
             if not listed.complete:
                 print(f"waiting for {listed.waiting_for}")
                 return False

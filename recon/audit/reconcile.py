@@ -92,7 +92,7 @@ def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | 
     cols = [f.name for f in table.schema().fields if not f.name.startswith("_cdc_")]
     pk = json.loads(props.get("recon.primary-key", "[]"))
     # the snapshot's rows: its data files, with any position deletes applied
-    df = read_snapshot_files(spark, table, snap.snapshot_id)
+    df = read_snapshot_files(spark, table, cfg.layout.object_mirror, snap.snapshot_id)
     if df is None:
         df = spark.createDataFrame([], "x int")
     for c in cols:

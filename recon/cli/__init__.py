@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 from recon import __version__
 from recon.cli import inspect_cmd
 from recon.config import load_config, load_folder
-from recon.errors import ReconError
+from recon.errors import EXIT_USER_ERROR, ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import write_json_atomic
+from recon.objstore import StoreError
 
 if TYPE_CHECKING:  # the commands import what they run when they run
     from datetime import datetime
@@ -59,6 +60,12 @@ def _add_incomplete(p: argparse.ArgumentParser, what: str) -> None:
 def _stage_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check pipeline configs (a file or a folder of them)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="pipeline YAML file or folder")
+    p.add_argument(
+        "--check-access",
+        action="store_true",
+        help="also list the s3:// dumps and snapshot, and write and delete a marker under an "
+        "s3:// catalog warehouse (exit 2 when one cannot be reached)",
+    )
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("decode", help="decode one pipeline-hour of raw dumps into canonical events")
@@ -270,12 +277,18 @@ def tables_arg(text: str | None) -> list[str] | None:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
-    bad = 0
+    """Exit 1 when a config is bad; 2 when `--check-access` cannot reach a store."""
+    bad, unreachable = 0, 0
     for raw in args.paths:
         p = Path(raw)
         good, errors = load_folder(p) if p.is_dir() else _load_one(p)
         for cfg in good:
-            problem = dumps_problem(cfg)
+            try:
+                if args.check_access:
+                    check_stores(cfg)
+                problem = dumps_problem(cfg)
+            except StoreError as err:
+                problem, unreachable = f"{cfg.source_file}: {err}", unreachable + 1
             if problem:
                 errors[cfg.source_file or p] = problem
                 continue
@@ -283,7 +296,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for msg in errors.values():
             print(f"bad {msg}")
         bad += len(errors)
-    return 1 if bad else 0
+    return EXIT_USER_ERROR if unreachable else 1 if bad else 0
+
+
+def check_stores(cfg: PipelineConfig) -> None:
+    """`StoreError` (one line) unless the pipeline's s3:// places can be reached: the dumps and
+    the snapshot listed, the catalog's warehouse written (a marker put and deleted)."""
+    from recon.objstore import check_access, is_s3
+
+    for uri in (cfg.raw_uri, cfg.snapshot_uri):
+        if uri:
+            check_access(uri, write=False)
+    warehouse = cfg.catalog.get("warehouse", "")
+    if is_s3(warehouse):
+        check_access(warehouse, write=True)
 
 
 def _load_one(p: Path) -> tuple[list[PipelineConfig], dict[Path, str]]:
@@ -297,7 +323,7 @@ def dumps_problem(cfg: PipelineConfig) -> str | None:
     """What in the pipeline's dumps its config cannot read (one line), if anything."""
     from recon.rawdumps import bin_file_of_binary_format
 
-    found = bin_file_of_binary_format(cfg.raw_path, cfg.topics, cfg.format, cfg.dump)
+    found = bin_file_of_binary_format(cfg.raw_root, cfg.topics, cfg.format, cfg.dump)
     if found is None:
         return None
     return (

@@ -187,7 +187,7 @@ def decode_hour(
     skip = layout.staging(f"{run_id}-skip")
     for d in (staging, copy, skip):
         shutil.rmtree(d, ignore_errors=True)
-    small = dump_bytes(cfg.raw_path, cfg.topics, [hour], cfg.dump) < SMALL_HOUR_BYTES
+    small = dump_bytes(cfg.raw_root, cfg.topics, [hour], cfg.dump) < SMALL_HOUR_BYTES
     with sized_for(spark, small):
         inp = _read_input(spark, cfg, hour, files, copy, skip, staging / "offset_hashes")
         unreadable = _decode_to_staging(spark, cfg, hour, inp, staging)

@@ -18,6 +18,22 @@ from recon.core.values import INTEGER_LOGICAL
 from recon.core.watermark import Watermark, watermark_from_doc
 from recon.errors import ConfigError, ReconError
 from recon.merge.contributions import row_key
+from recon.objstore import list_files, local_copies
+
+
+def copy_snapshot(cfg: PipelineConfig, names: list[str]) -> None:
+    """A snapshot on S3 (`snapshot_uri`): its `_watermark.json` and the folders of tables
+    `names` copied to `snapshot_path`, the files not copied yet (`local_copies`)."""
+    if cfg.snapshot_uri is None:
+        return
+    base = cfg.snapshot_uri.rstrip("/")
+    folders = tuple(f"{base}/{n}/" for n in names)
+    files = {
+        u: size
+        for u, size in list_files(base).items()
+        if u == f"{base}/_watermark.json" or u.startswith(folders)
+    }
+    local_copies(list(files), cfg.layout.object_mirror, files)
 
 
 def load_watermark(snapshot_path: Path) -> Watermark:

@@ -81,7 +81,7 @@ from recon.merge.schemas import (
     summarize_hour,
     summary_of_shapes,
 )
-from recon.merge.snapshot import load_watermark, snapshot_rows
+from recon.merge.snapshot import copy_snapshot, load_watermark, snapshot_rows
 from recon.merge.state import (
     DELTA_COLS,
     NARROW_COLS,
@@ -411,6 +411,8 @@ class _HourMerge:
         in one job, then left out: one pass over the events, where the check was one more)."""
         self.published = {n: published_types(self.cfg, n) for n in self.names}
         self.flagged = flag_unfit(self.events, self.schemas, self.names, self.published)
+        pending = [n for n in self.names if snapshot_pending(self.man, n)]
+        copy_snapshot(self.cfg, pending)
         wm = load_watermark(self.cfg.snapshot_path) if self.cfg.snapshot_path else None
         self.prefolded = self.prefold_tables(wm)
         pks = {n: s.primary_key for n, s in self.schemas.items()}

@@ -40,6 +40,7 @@ from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour, retention_cutoff
 from recon.layout import read_json, write_json_atomic
 from recon.merge.manifest import Manifest, bucket_dirs, load_manifest
+from recon.objstore import is_s3, list_files, remove
 from recon.ops.lock import pipeline_lock
 from recon.publish.iceberg import is_published, load_table, local_path, untag_versions
 
@@ -147,38 +148,79 @@ def expire_table(
                 table = load_table(cfg, name)
                 old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id in set(old)]
         table = load_table(cfg, name)
-    live = _live_files(table)
-    data = local_path(table.location()) / "data"
-    removed, freed = [], 0
-    for hour_dir in _old_hour_dirs(data, cutoff):
-        for f in sorted(hour_dir.rglob("*.parquet")):
-            if f not in live:
-                freed += f.stat().st_size
-                f.unlink()
-                f.with_name(f".{f.name}.crc").unlink(missing_ok=True)  # Spark's checksum
-        if not any(hour_dir.rglob("*.parquet")):
-            shutil.rmtree(hour_dir)
-            removed.append(hour_dir)
-    _drop_empty_parents(removed, data)
+    mirror = cfg.layout.object_mirror
+    live = _live_files(table, mirror)
+    files = _table_files(table, "data", mirror)
+    gone = {f: n for f, n in files.items() if f not in live and _hour_of(f, cutoff)}
+    _remove(list(gone), mirror)
+    _drop_empty_hour_dirs(local_path(table.location(), mirror) / "data", cutoff)
+    emptied = {_hour_folder(f) for f in gone} - {_hour_folder(f) for f in files if f not in gone}
     out: dict[str, Any] = {
         "snapshots_expired": len(old),
-        "metadata_files_removed": prune_metadata(table, keep_versions),
-        "folders_removed": len(removed),
-        "bytes": freed,
+        "metadata_files_removed": prune_metadata(table, keep_versions, mirror),
+        "folders_removed": len(emptied),
+        "bytes": sum(gone.values()),
     }
     if note:
         out["note"] = note
     return out
 
 
-def _live_files(table: Table) -> set[Path]:
-    """The data files and position-delete files the table's kept versions read."""
+def _live_files(table: Table, mirror: Path) -> set[str]:
+    """The data files and position-delete files the table's kept versions read (`_file_id`)."""
     return {
-        local_path(f.file_path)
+        _file_id(f.file_path, mirror)
         for s in table.snapshots()
         for t in table.scan(snapshot_id=s.snapshot_id).plan_files()
         for f in (t.file, *t.delete_files)
     }
+
+
+def _file_id(uri: str, mirror: Path) -> str:
+    """A table file as `_table_files` names it: an object's URI, a local file's path."""
+    return uri if is_s3(uri) else str(local_path(uri, mirror))
+
+
+def _table_files(table: Table, sub: str, mirror: Path) -> dict[str, int]:
+    """`_file_id` -> size of the files under the table's folder `sub` (`data`, `metadata`): its
+    objects, for a table on S3; Spark's hidden checksum files left out (`_remove` takes them)."""
+    location = table.location().rstrip("/")
+    if is_s3(location):
+        return list_files(f"{location}/{sub}")
+    root = local_path(location, mirror) / sub
+    found = root.rglob("*") if root.is_dir() else []
+    return {str(f): f.stat().st_size for f in found if f.is_file() and f.name[0] != "."}
+
+
+def _remove(files: list[str], mirror: Path) -> None:
+    """Delete table files (`_file_id`s): objects with their copies, local files with Spark's
+    checksum beside them."""
+    remove([f for f in files if is_s3(f)], mirror)
+    for f in (Path(f) for f in files if not is_s3(f)):
+        f.unlink(missing_ok=True)
+        f.with_name(f".{f.name}.crc").unlink(missing_ok=True)
+
+
+def _hour_folder(file: str) -> str:
+    """The `.../run=R/hour=H` folder a data file was written under ('' for none)."""
+    m = re.search(r"^(.*/run=[^/]+/hour=[^/]+)/", file)
+    return m.group(1) if m else ""
+
+
+def _hour_of(file: str, cutoff: str) -> bool:
+    """Whether a data file was written under an hour's folder (`table_data_run`) before the
+    cutoff: only those are expired."""
+    m = _HOUR_DIR.match(_hour_folder(file).rsplit("/", 1)[-1])
+    return m is not None and m.group(1) < cutoff
+
+
+def _drop_empty_hour_dirs(data: Path, cutoff: str) -> None:
+    """Delete the local (or mirrored) hour folders before the cutoff that hold no Parquet file
+    left, and the run folders they emptied."""
+    removed = [d for d in _old_hour_dirs(data, cutoff) if not any(d.rglob("*.parquet"))]
+    for d in removed:
+        shutil.rmtree(d)
+    _drop_empty_parents(removed, data)
 
 
 def protected_versions(table: Any) -> dict[int, list[str]]:
@@ -286,7 +328,7 @@ def expire_hour_outputs(cfg: PipelineConfig, before: str) -> dict[str, int]:
     return {"removed": removed, "bytes": freed, "offset_hours_folded": folded}
 
 
-def prune_metadata(table: Table, keep_versions: int) -> int:
+def prune_metadata(table: Table, keep_versions: int, mirror: Path) -> int:
     """Delete the files under the table's `metadata/` that neither its current metadata, the
     metadata files its log keeps, nor a version it keeps reads (Iceberg leaves them: every
     commit writes a metadata file, a manifest list and manifests). The log is bounded by the
@@ -301,14 +343,10 @@ def prune_metadata(table: Table, keep_versions: int) -> int:
         reached.add(snap.manifest_list)
         reached.update(m.manifest_path for m in snap.manifests(table.io))
     reached.update(st.statistics_path for st in md.statistics)
-    reached_paths = {local_path(u) for u in reached}
-    gone = 0
-    folder = local_path(table.location()) / "metadata"
-    for f in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if f.is_file() and f not in reached_paths:
-            f.unlink()
-            gone += 1
-    return gone
+    reached_ids = {_file_id(u, mirror) for u in reached}
+    gone = [f for f in _table_files(table, "metadata", mirror) if f not in reached_ids]
+    _remove(gone, mirror)
+    return len(gone)
 
 
 def expire_audit_table(cfg: PipelineConfig, keep_hours: int) -> dict[str, int]:
@@ -330,12 +368,12 @@ def expire_audit_table(cfg: PipelineConfig, keep_hours: int) -> dict[str, int]:
     old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id not in keep]
     if old:
         table.maintenance.expire_snapshots().by_ids(old).commit()
-    live = _live_files(table)
-    data = local_path(table.location()) / "data"
-    files = [f for f in data.rglob("*.parquet") if f not in live] if data.is_dir() else []
-    for f in files:
-        f.unlink()
+    mirror = cfg.layout.object_mirror
+    live = _live_files(table, mirror)
+    data = _table_files(table, "data", mirror)
+    files = [f for f in data if f.endswith(".parquet") and f not in live]
+    _remove(files, mirror)
     return {
         "snapshots_expired": len(old),
-        "files_removed": len(files) + prune_metadata(table, keep_hours),
+        "files_removed": len(files) + prune_metadata(table, keep_hours, mirror),
     }

@@ -10,7 +10,6 @@ The stages write nothing in place, so the hour's outputs are the ones from befor
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,15 +31,8 @@ JVM_GONE = ("ConnectionRefusedError", "Py4JNetworkError", "Java gateway process 
 
 def hour_size(cfg: PipelineConfig, hour: datetime) -> tuple[int, int]:
     """(dump files, bytes) of one pipeline-hour."""
-    files = dump_files(cfg.raw_path, cfg.topics, [hour], cfg.dump)
-    return len(files), sum(_size(str(f)) for f in files)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+    files = dump_files(cfg.raw_root, cfg.topics, [hour], cfg.dump)
+    return len(files), sum(size for _, size in files)
 
 
 def out_of_memory_message(

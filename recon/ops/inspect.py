@@ -330,9 +330,9 @@ def inspect_raw(path: Path, hours: int = SAMPLE_HOURS) -> RawInfo:
         info = TopicInfo(topic, list(found))
         newest = list(found)[-hours:]
         for h in newest:
-            partition_counts(found[h], topic, info.partitions)
+            partition_counts([Path(f) for f in found[h]], topic, info.partitions)
         if newest:
-            records = _sample_hour(found[newest[-1]], topic, info.unreadable)
+            records = _sample_hour([Path(f) for f in found[newest[-1]]], topic, info.unreadable)
             tried = try_formats(records)
             best = max(tried, key=lambda f: (tried[f][0] - tried[f][1], -FORMATS.index(f)))
             info.tried = {f: (u, b) for f, (u, b, _) in tried.items()}

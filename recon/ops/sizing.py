@@ -51,6 +51,7 @@ from recon.config import PipelineConfig
 from recon.decode.input.connect_input import avro_records
 from recon.layout import dump_bytes
 from recon.merge.manifest import load_manifest, state_rows, unloaded_snapshot_bytes
+from recon.objstore import local_copies
 from recon.rawdumps import JSONL_DUMPS, PARQUET_DUMP, dump_files
 from recon.sparkconf import QUICK_JIT_JVM_OPTIONS, SMALL_RUN_JVM_OPTIONS
 
@@ -96,7 +97,7 @@ class _RunSize(NamedTuple):
 def _run_size(cfg: PipelineConfig, hours: list[datetime], records: int, size: int) -> _RunSize:
     """Dump records are counted until `records`, and not at all from `size` dump bytes up (the
     largest limits compared with: JSON Lines are counted by reading them)."""
-    nbytes = dump_bytes(cfg.raw_path, cfg.topics, hours, cfg.dump)
+    nbytes = dump_bytes(cfg.raw_root, cfg.topics, hours, cfg.dump)
     # an unreadable manifest counts as empty here: the merge refuses it with the fix
     man = load_manifest(cfg, allow_missing=True)
     return _RunSize(
@@ -132,7 +133,10 @@ def dump_records(cfg: PipelineConfig, hours: list[datetime], limit: int) -> int:
     end): a Parquet file's footer, a JSON Lines file's lines. A file that cannot be read counts
     as `limit` (not small: the decode quarantines it, the default compiler decodes the rest)."""
     total = 0
-    for path in dump_files(cfg.raw_path, cfg.topics, hours, cfg.dump):
+    listed = dump_files(cfg.raw_root, cfg.topics, hours, cfg.dump)
+    # a bucket's dumps are copied into the warehouse here: the decode reads those copies
+    paths = local_copies([f for f, _ in listed], cfg.layout.object_mirror, dict(listed))
+    for path in paths:
         total += _records(path, limit - total)
         if total >= limit:
             return limit

@@ -16,7 +16,7 @@ holds them to the pinned version.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.typedef import Record
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from recon.objstore import is_s3, local_copies, mirrored
 
 # the Iceberg spec's reserved field ids of a position-delete file's columns
 FILE_PATH_ID = 2147483546
@@ -234,25 +236,28 @@ def append_with_deletes(
     return snapshot_id
 
 
-def local_form(path: Column) -> Column:
+def local_form(path: Column, mirror: Path) -> Column:
     """A file's path in one form whoever wrote it: a local file as a bare absolute path (Spark's
-    `_metadata.file_path` reads `file:/x`, pyiceberg's manifests hold `file:///x` or `/x`);
-    other schemes are left as they are."""
-    return F.regexp_replace(path, r"^file:/+", "/")
+    `_metadata.file_path` reads `file:/x`, pyiceberg's manifests hold `file:///x` or `/x`), an
+    object as the path of its copy in `mirror` (`recon.objstore.mirrored`, the copy Spark
+    reads); other schemes are left as they are."""
+    copy = str(mirror).rstrip("/").replace("\\", "\\\\").replace("$", "\\$") + "/"
+    return F.regexp_replace(F.regexp_replace(path, r"^file:/+", "/"), r"^s3://", copy)
 
 
-def spark_local_form(path: Column) -> Column:
+def spark_local_form(path: Column, mirror: Path) -> Column:
     """`local_form` of a path as Spark's `_metadata.file_path` names a file: a URI, whose path
     is percent-encoded (`%20` a space, `%25` a percent sign, a plus sign as it is), decoded
     first (`url_decode` reads `+` as a space, so it is encoded before). A table's manifests
     name its files as they are: without it, no position of a folder named so was found."""
     decoded = F.url_decode(F.replace(path, F.lit("+"), F.lit("%2B")))
-    return local_form(F.when(path.contains("%"), decoded).otherwise(path))
+    return local_form(F.when(path.contains("%"), decoded).otherwise(path), mirror)
 
 
 def _placed(
     spark: SparkSession,
     tasks: Sequence[FileScanTask],
+    mirror: Path,
     columns: Sequence[str],
     among: tuple[DataFrame, list[str]] | None = None,
 ) -> DataFrame:
@@ -263,8 +268,10 @@ def _placed(
     (rows, columns) only the rows with those columns' values in rows are kept (a semi-join,
     the rows sent to every task), before the paths are put in form and the deletes applied,
     so both cost what the kept rows cost, not what the files hold (a 20M-row table's
-    positions of 1M keys, warm, with `key_texts`: 7.0-11.5 s against 14.3-19.8 s)."""
-    df = spark.read.option("mergeSchema", "true").parquet(*[t.file.file_path for t in tasks])
+    positions of 1M keys, warm, with `key_texts`: 7.0-11.5 s against 14.3-19.8 s). A table
+    on S3 is read from its files' copies in `mirror` (fetched when missing)."""
+    data = local_copies([t.file.file_path for t in tasks], mirror)
+    df = spark.read.option("mergeSchema", "true").parquet(*[str(p) for p in data])
     placed = df.select(
         *columns,
         F.col("_metadata.file_path").alias("_del_path"),
@@ -273,30 +280,32 @@ def _placed(
     if among is not None:
         rows, on = among
         placed = placed.join(F.broadcast(rows), on, "left_semi")
-    placed = placed.withColumn("_del_path", spark_local_form(F.col("_del_path")))
+    placed = placed.withColumn("_del_path", spark_local_form(F.col("_del_path"), mirror))
     deletes = sorted({d.file_path for t in tasks for d in t.delete_files})
     if not deletes:
         return placed
-    deleted = spark.read.parquet(*deletes).select(
-        local_form(F.col("file_path")).alias("_del_path"), F.col("pos").alias("_del_pos")
+    copies = [str(p) for p in local_copies(deletes, mirror)]
+    deleted = spark.read.parquet(*copies).select(
+        local_form(F.col("file_path"), mirror).alias("_del_path"), F.col("pos").alias("_del_pos")
     )
     return placed.join(deleted, ["_del_path", "_del_pos"], "left_anti")
 
 
 def read_snapshot_files(
-    spark: SparkSession, table: Table, snapshot_id: int | None = None
+    spark: SparkSession, table: Table, mirror: Path, snapshot_id: int | None = None
 ) -> DataFrame | None:
     """A snapshot's rows read by Spark from its data files, its position deletes applied; None
-    when it has no data file."""
+    when it has no data file. `mirror`: where a table on S3 has its files' copies."""
     tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
     if not tasks:
         return None
-    return _placed(spark, tasks, ["*"]).drop("_del_path", "_del_pos")
+    return _placed(spark, tasks, mirror, ["*"]).drop("_del_path", "_del_pos")
 
 
 def live_positions(
     spark: SparkSession,
     tasks: Sequence[FileScanTask],
+    mirror: Path,
     columns: Sequence[str],
     among: tuple[DataFrame, list[str]] | None = None,
 ) -> DataFrame:
@@ -304,28 +313,35 @@ def live_positions(
     `columns`, and each row's `file_path` (as the table's manifests name its file) and `pos`,
     the two a position delete names it by."""
     named = spark.createDataFrame(
-        sorted({(_local(t.file.file_path), t.file.file_path) for t in tasks}),
+        sorted({(_local(t.file.file_path, mirror), t.file.file_path) for t in tasks}),
         "_del_path string, file_path string",
     )
     return (
-        _placed(spark, tasks, columns, among)
+        _placed(spark, tasks, mirror, columns, among)
         .join(F.broadcast(named), "_del_path")
         .select(*columns, "file_path", F.col("_del_pos").alias("pos"))
     )
 
 
-def _local(path: str) -> str:
+def _local(path: str, mirror: Path) -> str:
     """`local_form` of one path, in Python."""
+    if is_s3(path):
+        return str(mirrored(path, mirror))
     return re.sub(r"^file:/+", "/", path)
 
 
 def write_delete_files(
-    spark: SparkSession, table: Table, positions: DataFrame, out: Path
+    spark: SparkSession,
+    table: Table,
+    positions: DataFrame,
+    out: Path,
+    name: Callable[[Path], str] = str,
 ) -> list[DataFile]:
     """Spark writes position-delete files of `positions` (`file_path`, `pos`, and the bucket
     of their data files, `_cdc_bucket`) into folder `out`, one a bucket (a delete file belongs
     to its data files' partition), sorted by path and position as the spec requires, with the
-    spec's reserved field ids; the files, for the commit."""
+    spec's reserved field ids; the files, for the commit, each with its path as `name` gives it
+    (an object's URI, for a table on S3)."""
     if table.format_version != 2:
         raise ValueError(
             f"table {table.name()} is Iceberg v{table.format_version}: position-delete files "
@@ -348,5 +364,6 @@ def write_delete_files(
     for p in sorted(out.glob("_pb=*/*.parquet")):
         bucket = int(p.parent.name.removeprefix("_pb="))
         rows = pq.read_metadata(p).num_rows  # the footer only
-        files.append(_delete_file(table, str(p), Record(bucket), rows, p.stat().st_size, spec_id))
+        size = p.stat().st_size
+        files.append(_delete_file(table, name(p), Record(bucket), rows, size, spec_id))
     return files

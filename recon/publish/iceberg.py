@@ -42,6 +42,7 @@ from recon.core.schema import TableSchema, cast_expr, spark_type, widens
 from recon.errors import ConfigError, NoVersionAtHourError, ReconError, TableNotPublishedError
 from recon.faults import checkpoint
 from recon.layout import read_json, table_data_run
+from recon.objstore import iceberg_properties, is_s3, mirrored, upload_tree, uri_of
 from recon.publish.deletes import FileChanges, live_positions, replace_files, write_delete_files
 from recon.publish.result import PublishResult
 from recon.spark.session import job_named, sql_conf
@@ -55,8 +56,17 @@ SHARED_CATALOG_URI = "PYICEBERG_CATALOG__RECON__URI"
 
 
 def catalog_properties(cfg: PipelineConfig) -> dict[str, str]:
+    """The catalog's pyiceberg properties: the pipeline's `catalog:` (`${VAR}`s read from the
+    environment; without `type` and `uri`, the default SQLite catalog with its `warehouse`),
+    else the shared or default one. A warehouse on S3 gets the environment's endpoint and
+    region (`recon.objstore.iceberg_properties`) where the block does not set them."""
     if cfg.catalog:
-        return {k: _expand_env(cfg, k, v) for k, v in cfg.catalog.items()}
+        props = {k: _expand_env(cfg, k, v) for k, v in cfg.catalog.items()}
+        if "type" not in props and "uri" not in props:
+            props = {"type": "sql", "uri": f"sqlite:///{cfg.warehouse}/catalog.db", **props}
+        if is_s3(props.get("warehouse", "")):
+            props = {**iceberg_properties(), **props}
+        return props
     shared = os.environ.get(SHARED_CATALOG_URI)
     if shared:  # one catalog database for every pipeline
         return {"type": "sql", "uri": shared, "warehouse": f"file://{cfg.warehouse}/iceberg"}
@@ -141,7 +151,11 @@ def published_hours(cfg: PipelineConfig, table: str) -> set[str]:
     } - {""}
 
 
-def local_path(uri: str) -> Path:
+def local_path(uri: str, mirror: Path) -> Path:
+    """A table file's path on the file system: a local one's own, an object's copy in `mirror`
+    (`recon.objstore.mirrored`)."""
+    if is_s3(uri):
+        return mirrored(uri, mirror)
     u = urlparse(uri)
     return Path(u.path) if u.scheme in ("file", "") else Path(uri)
 
@@ -208,12 +222,12 @@ def publish_table(
         sid = _current_id(table)
         tag_hour(table, tag, sid)
         return {"committed": False, "snapshot_id": sid, "files_added": 0, "files_removed": 0}
-    out = table_data_run(local_path(table.location()), *attempt)
+    mirror = cfg.layout.object_mirror
+    out = table_data_run(local_path(table.location(), mirror), *attempt)
     new_files = _write_data_files(spark, typed, touched, out)
-    if replaced is None or replace_all:
-        files = _replaced_buckets(table, touched, replace_all)
-    else:
-        files = _replaced_rows(spark, table, (schema, existing), replaced, touched, out / "_del")
+    rows = None if replaced is None or replace_all else ((schema, existing), replaced)
+    files = _replaced(spark, table, mirror, rows, touched, replace_all, out / "_del")
+    new_files = _uploaded(table, out, new_files, mirror)
     checkpoint("publish:files-written")
     _commit(table, schema, arrow_schema, (moved, missing, promoted), new_files, files, props, tag)
     table = cat.load_table(ident)
@@ -227,6 +241,31 @@ def publish_table(
         "uncastable": checked[0],
         "duplicate_keys": checked[1],
     }
+
+
+def _replaced(
+    spark: SparkSession,
+    table: Table,
+    mirror: Path,
+    rows: tuple[tuple[TableSchema, dict[str, str]], DataFrame] | None,
+    touched: list[int],
+    replace_all: bool,
+    out: Path,
+) -> FileChanges:
+    """What the commit removes or deletes: the touched buckets' files (`rows` None), or
+    position deletes (written into `out`) of the rows of `rows`' keys (merge-on-read)."""
+    if rows is None:
+        return _replaced_buckets(table, touched, replace_all)
+    return _replaced_rows(spark, table, mirror, rows[0], rows[1], touched, out)
+
+
+def _uploaded(table: Table, out: Path, new_files: list[str], mirror: Path) -> list[str]:
+    """The attempt's files (`out`) as the commit names them: for a table on S3, uploaded from
+    `mirror` (where Spark wrote them) before the commit, by their objects' URIs."""
+    if not is_s3(table.location()):
+        return new_files
+    upload_tree(out, mirror)
+    return [uri_of(Path(f), mirror) for f in new_files]
 
 
 def _load_or_none(cat: Catalog, ident: tuple[str, ...]) -> Table | None:
@@ -416,6 +455,7 @@ def _replaced_buckets(table: Table, touched: list[int], replace_all: bool) -> Fi
 def _replaced_rows(
     spark: SparkSession,
     table: Table,
+    mirror: Path,
     types: tuple[TableSchema, dict[str, str]],
     replaced: DataFrame,
     touched: list[int],
@@ -426,13 +466,16 @@ def _replaced_rows(
     for those keys now, which the snapshot adds beside the new rows, the buckets' other files
     kept. By key in the table as it is, not by what the state held: an attempt stopped after
     its commit has published rows the state does not know of yet."""
-    where = _replaced_positions(spark, table, types, replaced, touched)
-    return FileChanges(add_deletes=write_delete_files(spark, table, where, out))
+    where = _replaced_positions(spark, table, mirror, types, replaced, touched)
+    # named as the table will know them: on S3 once `publish_table` uploaded them
+    name = (lambda p: uri_of(p, mirror)) if is_s3(table.location()) else str
+    return FileChanges(add_deletes=write_delete_files(spark, table, where, out, name))
 
 
 def _replaced_positions(
     spark: SparkSession,
     table: Table,
+    mirror: Path,
     types: tuple[TableSchema, dict[str, str]],
     replaced: DataFrame,
     touched: list[int],
@@ -457,7 +500,8 @@ def _replaced_positions(
     keys = replaced.select(F.col("bucket").cast("int").alias("_cdc_bucket"), krow.alias("_k"))
     typed = keys.select("_cdc_bucket", *[F.expr(exprs[c]).alias(c) for c in pk])
     on = [*pk, "_cdc_bucket"]
-    return live_positions(spark, tasks, on, (typed, on)).select("file_path", "pos", "_cdc_bucket")
+    placed = live_positions(spark, tasks, mirror, on, (typed, on))
+    return placed.select("file_path", "pos", "_cdc_bucket")
 
 
 def _commit(

@@ -6,11 +6,6 @@ result of an uninterrupted run."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,47 +17,8 @@ from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
 from tests.support.builders import pipeline
+from tests.support.crash import kill_at
 from tests.support.merge import H0, HOUR0, HOUR1, UUID, T, event, hour, write_hour
-
-
-def _kill_at(
-    cfg_file: Path, point: str, tmp: Path, hour: str = "2026-01-01T01", run_id: str | None = None
-) -> None:
-    marker = tmp / f"paused-{point.replace(':', '_')}"
-    env = {
-        **os.environ,
-        "RECON_PAUSE_AT": point,
-        "RECON_PAUSE_FILE": str(marker),
-        "RECON_SHUFFLE_PARTITIONS": "2",
-        "RECON_SPARK_MASTER": "local[2]",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "recon.cli",
-            "merge",
-            "--pipeline",
-            str(cfg_file),
-            "--hour",
-            hour,
-            *(["--run-id", run_id] if run_id else []),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.time() + 300
-    while not marker.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"run ended before {point}: {proc.stderr.read().decode()[-2000:]}")
-        if time.time() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"run never reached {point}")
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, mid-flight
-    proc.wait()
 
 
 def test_a_killed_merge_leaves_a_readable_table_and_a_rerun_converges(
@@ -84,7 +40,7 @@ def test_a_killed_merge_leaves_a_readable_table_and_a_rerun_converges(
     hour0 = list(export_rows(cfg, "s.a"))
     assert cfg.source_file is not None
     for point in POINTS:
-        _kill_at(cfg.source_file, point, tmp_path)
+        kill_at(cfg.source_file, point, tmp_path)
         rows = list(export_rows(cfg, "s.a"))
         if point == "merge:published":  # committed, manifest not yet replaced
             assert rows == expected, point
@@ -120,7 +76,7 @@ def test_a_retried_merge_with_the_same_run_id_commits_only_its_own_files(
     expected = list(export_rows(cfg, "s.a"))
     assert len(expected) == 41
     assert cfg.source_file is not None
-    _kill_at(cfg.source_file, "publish:files-written", tmp_path, "2026-01-01T00", "manual__1")
+    kill_at(cfg.source_file, "publish:files-written", tmp_path, "2026-01-01T00", "manual__1")
     assert list(export_rows(cfg, "s.a")) == expected  # the version in force is whole
     again = merge_hour(spark, cfg, H0, run_id="manual__1", buckets=8)
     assert again["tables"]["s.a"]["buckets_touched"] == 1

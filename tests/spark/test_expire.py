@@ -32,7 +32,7 @@ def test_expire_keeps_the_window_and_frees_the_rest(spark, tmp_path: Path, capsy
         merge_hour(spark, cfg, hour(i), buckets=4)
     rows = list(export_rows(cfg, "s.a"))
     b_rows = list(export_rows(cfg, "s.b"))
-    table_data = local_path(load_table(cfg, "s.a").location()) / "data"
+    table_data = local_path(load_table(cfg, "s.a").location(), cfg.layout.object_mirror) / "data"
     state_data = cfg.layout.merge_data
     files_before, state_before = _parquet(table_data), _parquet(state_data)
     h1_version = list(export_rows(cfg, "s.a", hour=format_hour(hour(1))))

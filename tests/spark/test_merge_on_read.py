@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyiceberg.manifest import ManifestContent
 from pyspark.sql import SparkSession
 
 from recon.config import PipelineConfig
@@ -31,9 +30,18 @@ from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
 from tests.support.builders import pipeline
 from tests.support.changes import change_streams, oracle, split_hours
-from tests.support.merge import T, bucket_records, event, hour, state_tables, write_hour
-
-KEYS = 80
+from tests.support.merge import (
+    KEYS,
+    T,
+    bucket_records,
+    delete_files,
+    event,
+    hour,
+    mor_hours,
+    state_tables,
+    up,
+    write_hour,
+)
 
 
 def twins(tmp_path: Path, mor_folder: str = "mor") -> tuple[PipelineConfig, PipelineConfig]:
@@ -41,29 +49,6 @@ def twins(tmp_path: Path, mor_folder: str = "mor") -> tuple[PipelineConfig, Pipe
     cow = pipeline(tmp_path / "cow", tables, write_mode="copy-on-write")
     mor = pipeline(tmp_path / mor_folder, tables, write_mode="merge-on-read")
     return cow, mor
-
-
-def up(n: int, k: int, v: str, old: str) -> dict[str, Any]:
-    return event(n, "s.a", "update", {"id": k, "v": old}, {"id": k, "v": v}, T)
-
-
-def hours() -> list[list[dict[str, Any]]]:
-    """Hour 0 inserts 80 keys (and two keyless rows); hour 1 updates, deletes, moves a key and
-    inserts new ones; hour 2 changes some of the same keys again and brings a late change
-    older than the state; hour 3 changes more of them."""
-    h0 = [event(k + 1, "s.a", "insert", None, {"id": k, "v": "a"}, T) for k in range(KEYS)]
-    h0 += [event(100 + i, "s.b", "insert", None, {"id": i, "v": "x"}, T) for i in range(2)]
-    h1 = [up(200 + k, k, "b", "a") for k in range(0, 8)]
-    h1 += [event(220 + k, "s.a", "delete", {"id": k, "v": "a"}, None, T) for k in (10, 11)]
-    h1 += [event(230, "s.a", "update", {"id": 12, "v": "a"}, {"id": 199, "v": "m"}, T)]
-    h1 += [event(240 + k, "s.a", "insert", None, {"id": k, "v": "n"}, T) for k in (150, 151)]
-    h1 += [event(250, "s.b", "insert", None, {"id": 9, "v": "y"}, T)]
-    h2 = [up(300 + k, k, "c", "b") for k in range(0, 4)]
-    h2 += [up(150, 5, "late", "a")]  # older than hour 1's change of key 5: stale
-    h2 += [event(310, "s.a", "insert", None, {"id": 10, "v": "back"}, T)]  # deleted in hour 1
-    h2 += [event(311, "s.a", "delete", {"id": 199, "v": "m"}, None, T)]
-    h3 = [up(400 + k, k, "d", "c" if k < 4 else "a") for k in (1, 2, 20, 21, 22, 23, 24, 25)]
-    return [h0, h1, h2, h3]
 
 
 def merge_both(spark: SparkSession, cfgs: tuple[PipelineConfig, ...], i: int) -> list[Any]:
@@ -75,20 +60,6 @@ def deltas(cfg: PipelineConfig) -> int:
     return sum(len(f.get("deltas", [])) for f in files)
 
 
-def delete_files(cfg: PipelineConfig) -> int:
-    """The position-delete files the table's current version lists (in its delete manifests,
-    whether or not a data file they apply to is left)."""
-    table = load_table(cfg, "s.a")
-    snap = table.current_snapshot()
-    assert snap is not None
-    return sum(
-        1
-        for m in snap.manifests(table.io)
-        if m.content == ManifestContent.DELETES
-        for _ in m.fetch_manifest_entry(table.io, discard_deleted=True)
-    )
-
-
 def assert_same(spark: SparkSession, cow: PipelineConfig, mor: PipelineConfig) -> None:
     for name in ("s.a", "s.b"):
         assert list(export_rows(mor, name, with_metadata=True)) == list(
@@ -97,7 +68,7 @@ def assert_same(spark: SparkSession, cow: PipelineConfig, mor: PipelineConfig) -
     assert bucket_records(mor) == bucket_records(cow)
     assert state_tables(spark, mor) == state_tables(spark, cow)
     # what Spark reads of the table (the audit's reconcile reads it so): one row a key
-    df = read_snapshot_files(spark, load_table(mor, "s.a"))
+    df = read_snapshot_files(spark, load_table(mor, "s.a"), mor.layout.object_mirror)
     assert df is not None
     ids = [r["id"] for r in df.select("id").collect()]
     assert sorted(ids) == sorted(r["id"] for r in export_rows(cow, "s.a"))
@@ -123,7 +94,7 @@ def test_merged_on_read_hours_give_the_tables_and_state_of_rewritten_ones(
     spark: SparkSession, tmp_path: Path, mor_folder: str
 ) -> None:
     cow, mor = twins(tmp_path, mor_folder)
-    for i, evs in enumerate(hours()):
+    for i, evs in enumerate(mor_hours()):
         for c in (cow, mor):
             write_hour(c, hour(i), evs)
     merge_both(spark, (cow, mor), 0)
@@ -259,7 +230,7 @@ def test_an_hour_stopped_at_any_point_and_merged_again_converges(
     version. Merged again, it finds the rows to replace by key in the table as it is: the
     keys new to the state, published by the stopped attempt, are replaced too, not doubled."""
     cow, mor = twins(tmp_path)
-    h = hours()
+    h = mor_hours()
     for c in (cow, mor):
         for i in (0, 1):
             write_hour(c, hour(i), h[i])

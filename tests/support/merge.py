@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.manifest import ManifestContent
 
 from recon.config import PipelineConfig
 from recon.core.model import EVENT_SCHEMA
@@ -21,6 +22,7 @@ from recon.decode.summary import SHAPE_FIELDS, DecodedShapes, shape_texts
 from recon.hours import format_hour, parse_hour
 from recon.layout import folder_files, write_json_atomic
 from recon.merge.manifest import load_manifest
+from recon.publish.iceberg import load_table
 
 H0 = parse_hour("2026-01-01T00")
 """The first hour of the stage tests' pipelines (`tests.support.builders.pipeline`'s start)."""
@@ -217,3 +219,43 @@ def said(result: Any) -> dict[str, Any]:
         t["published"] = {k: v for k, v in t["published"].items() if k not in LAYOUT}
         out[name] = t
     return out
+
+
+KEYS = 80
+
+
+def up(n: int, k: int, v: str, old: str) -> dict[str, Any]:
+    return event(n, "s.a", "update", {"id": k, "v": old}, {"id": k, "v": v}, T)
+
+
+def mor_hours() -> list[list[dict[str, Any]]]:
+    """The merge-on-read tests' hours: hour 0 inserts 80 keys (and two keyless rows); hour 1 updates, deletes, moves a key and
+    inserts new ones; hour 2 changes some of the same keys again and brings a late change
+    older than the state; hour 3 changes more of them."""
+    h0 = [event(k + 1, "s.a", "insert", None, {"id": k, "v": "a"}, T) for k in range(KEYS)]
+    h0 += [event(100 + i, "s.b", "insert", None, {"id": i, "v": "x"}, T) for i in range(2)]
+    h1 = [up(200 + k, k, "b", "a") for k in range(0, 8)]
+    h1 += [event(220 + k, "s.a", "delete", {"id": k, "v": "a"}, None, T) for k in (10, 11)]
+    h1 += [event(230, "s.a", "update", {"id": 12, "v": "a"}, {"id": 199, "v": "m"}, T)]
+    h1 += [event(240 + k, "s.a", "insert", None, {"id": k, "v": "n"}, T) for k in (150, 151)]
+    h1 += [event(250, "s.b", "insert", None, {"id": 9, "v": "y"}, T)]
+    h2 = [up(300 + k, k, "c", "b") for k in range(0, 4)]
+    h2 += [up(150, 5, "late", "a")]  # older than hour 1's change of key 5: stale
+    h2 += [event(310, "s.a", "insert", None, {"id": 10, "v": "back"}, T)]  # deleted in hour 1
+    h2 += [event(311, "s.a", "delete", {"id": 199, "v": "m"}, None, T)]
+    h3 = [up(400 + k, k, "d", "c" if k < 4 else "a") for k in (1, 2, 20, 21, 22, 23, 24, 25)]
+    return [h0, h1, h2, h3]
+
+
+def delete_files(cfg: PipelineConfig) -> int:
+    """The position-delete files the table's current version lists (in its delete manifests,
+    whether or not a data file they apply to is left)."""
+    table = load_table(cfg, "s.a")
+    snap = table.current_snapshot()
+    assert snap is not None
+    return sum(
+        1
+        for m in snap.manifests(table.io)
+        if m.content == ManifestContent.DELETES
+        for _ in m.fetch_manifest_entry(table.io, discard_deleted=True)
+    )

@@ -93,8 +93,8 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
         (("warehouse: wh", "warehouse: s3://bucket/wh"), "`warehouse`: s3:// is not supported"),
         (("raw_path: /data/raw", "raw_path: gs://b/raw"), "`raw_path`: gs:// is not supported"),
         (
-            ("warehouse: wh", "warehouse: wh\ncatalog: {type: sql, warehouse: 's3://b/ice'}"),
-            "`catalog.warehouse`: s3:// is not supported",
+            ("warehouse: wh", "warehouse: wh\ncatalog: {type: sql, warehouse: 'gs://b/ice'}"),
+            "`catalog.warehouse`: gs:// is not supported",
         ),
         # issue 13 item 3: catalog secrets come from the environment, never the YAML
         (

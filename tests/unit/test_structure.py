@@ -174,7 +174,7 @@ def test_the_c_functions_over_the_limits_do_not_grow() -> None:
 
 LAYERS = [
     "recon",  # its version
-    "recon.errors", "recon.rawdumps", "recon.faults", "recon.sparkconf", "recon.sparkpath",
+    "recon.errors", "recon.objstore", "recon.rawdumps", "recon.faults", "recon.sparkconf", "recon.sparkpath",
     "recon.appsocket", "recon.layout", "recon.core", "recon.formats", "recon.hours",
     "recon.config", "recon.spark", "recon.decode", "recon.publish", "recon.merge", "recon.audit",
     "recon.ops", "recon.airflow", "recon.demo", "recon.cli",

@@ -4,6 +4,7 @@ with the bytes it came from)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from recon.decode.input.connect_input import normalize
 from recon.decode.input.copy_input import CARRY_COLUMNS
 from recon.decode.input.dumps import read_hour
 from recon.layout import has_parquet
+from recon.objstore import S3Folder, local_copies, mirrored
 from recon.rawdumps import HourFiles, list_hour
 
 
@@ -35,8 +37,28 @@ def raw_records_at(
 
 
 def hour_files(cfg: PipelineConfig, hour: datetime) -> list[HourFiles]:
-    """The hour's dump files of every topic, in the pipeline's layout (`recon.rawdumps`)."""
-    return [list_hour(cfg.raw_path, t, hour, cfg.dump) for t in cfg.topics]
+    """The hour's dump files of every topic, in the pipeline's layout (`recon.rawdumps`); a
+    bucket's listed there and read from their copies in the warehouse (`local_copies`)."""
+    listed = [list_hour(cfg.raw_root, t, hour, cfg.dump) for t in cfg.topics]
+    return [_copied(hf, cfg.layout.object_mirror) for hf in listed]
+
+
+def _copied(hf: HourFiles, mirror: Path) -> HourFiles:
+    """`hf` with each file of a bucket's as its copy in `mirror` (fetched now)."""
+    if not isinstance(hf.folder, S3Folder):
+        return hf
+    sizes = dict(zip(hf.files, hf.sizes, strict=True))
+
+    def local(files: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(str(p) for p in local_copies(files, mirror, sizes))
+
+    return replace(
+        hf,
+        folder=mirrored(hf.folder.uri, mirror),
+        parquet=local(hf.parquet),
+        jsonl=local(hf.jsonl),
+        connect=local(hf.connect),
+    )
 
 
 def carried_records(spark: SparkSession, carry_dir: Path) -> DataFrame:
