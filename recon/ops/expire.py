@@ -43,6 +43,7 @@ from recon.merge.manifest import Manifest, bucket_dirs, load_manifest
 from recon.objstore import is_s3, list_files, remove
 from recon.ops.lock import pipeline_lock
 from recon.publish.iceberg import is_published, load_table, local_path, untag_versions
+from recon.rawdumps import hour_folder, scan_topic
 
 _HOUR_DIR = re.compile(r"^hour=(\d{4}-\d{2}-\d{2}T\d{2})$")
 
@@ -321,11 +322,29 @@ def expire_hour_outputs(cfg: PipelineConfig, before: str) -> dict[str, int]:
                 freed += p.stat().st_size
                 p.unlink()
             removed += 1
+    for folder in _dump_copies(cfg, before):
+        freed += _size(folder)
+        shutil.rmtree(folder)
+        removed += 1
     folded = expire_intervals(cfg.layout, before)
     marker = cfg.layout.expired_marker
     prior = read_json(marker)["hours_before"] if marker.is_file() else ""
     write_json_atomic(marker, {"hours_before": max(prior, before)})
     return {"removed": removed, "bytes": freed, "offset_hours_folded": folded}
+
+
+def _dump_copies(cfg: PipelineConfig, before: str) -> list[Path]:
+    """The hour folders of the dumps' copies of a pipeline reading them from S3
+    (`recon.objstore`) for hours before `before` (fetched again should one be read)."""
+    if cfg.raw_uri is None:
+        return []
+    out = []
+    for topic in cfg.topics:
+        for h in scan_topic(cfg.raw_path, topic, cfg.dump):
+            folder = hour_folder(cfg.raw_path, topic, h, cfg.dump)
+            if format_hour(h) < before and isinstance(folder, Path):
+                out.append(folder)
+    return out
 
 
 def prune_metadata(table: Table, keep_versions: int, mirror: Path) -> int:

@@ -18,6 +18,7 @@ from recon.cli import main
 from recon.config import PipelineConfig, load_config
 from recon.demo.demo import make_demo_data
 from recon.merge.stage import merge_hour
+from recon.ops.expire import expire_hour_outputs
 from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
 from tests.support.builders import pipeline, write_pipeline
@@ -102,6 +103,11 @@ def test_a_pipeline_on_s3_publishes_what_it_publishes_on_local_paths(
     gone = set(before) - set(after)  # expired files left the bucket: hour 0's data among them
     assert any("/data/" in u and "hour=2026-11-20T00" in u for u in gone)
     assert _rows(b, "shop.orders") == _rows(a, "shop.orders")
+    # the dumps' copies in the warehouse go with their hours' outputs
+    copies = {h: b.raw_path / TOPIC / f"dt=2026-11-20/hour={h}" for h in ("00", "01", "02")}
+    assert all(c.is_dir() for c in copies.values())
+    expire_hour_outputs(b, "2026-11-20T02")
+    assert [h for h, c in copies.items() if c.is_dir()] == ["02"]
     kept = load_table(b, "shop.orders")
     for s in kept.snapshots():  # every version kept still reads: none of its files was deleted
         assert {t.file.file_path for t in kept.scan(snapshot_id=s.snapshot_id).plan_files()} <= set(
