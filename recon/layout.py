@@ -18,6 +18,8 @@ Warehouse of pipeline `p`:
   `hours/hour=H.json` (the merge result of an hour).
 - `audit/p/H/`: `report.json`, `report.html`, `reconcile-<table>.json`.
 - `catalog.db` + `iceberg/`: the default Iceberg catalog and its data.
+- `_s3/<bucket>/<key>`: the copies of what the pipelines read from S3, and the published files
+  of tables on S3 as Spark wrote them (`recon.objstore`).
 
 `write_json_atomic` / `write_text_atomic` are the only writers of those JSON files: a unique
 temporary name beside the target, fsync of the file, `os.replace`, fsync of the folder, so a

@@ -86,8 +86,10 @@ def test_the_services_airflow_3_and_a_spark_cluster_need(compose: dict[str, Any]
     for name, s in svc.items():
         if name not in ("airflow-init", "recon-demo"):
             assert "healthcheck" in s, f"{name} has no health check"
+    # the S3-compatible store is an option (docs/deployment.md "Object stores")
+    assert {n for n, s in svc.items() if "s3" in s.get("profiles", [])} == {"minio"}
     ours = {n: s for n, s in svc.items() if s.get("build") == "."}
-    assert set(ours) == set(svc) - {"postgres", "redis"}  # one image for Airflow and Spark
+    assert set(ours) == set(svc) - {"postgres", "redis", "minio"}  # one image for Airflow and Spark
     for name, s in ours.items():
         assert "recon-data:/opt/recon/demo-data" in s["volumes"], name  # same path everywhere
         env = s["environment"]
@@ -97,6 +99,8 @@ def test_the_services_airflow_3_and_a_spark_cluster_need(compose: dict[str, Any]
         spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
         assert (spark["host"], spark["port"]) == ("spark://spark-master", 7077)
         json.loads(env["RECON_SPARK_CONF"])  # the knob in .env is valid JSON
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_ENDPOINT_URL"):
+            assert k in env, (name, k)  # a pipeline's s3:// places are reached from every one
     assert "--port 7077" in svc["spark-master"]["command"]
     for w in ("spark-worker-1", "spark-worker-2"):
         assert "spark://spark-master:7077" in svc[w]["command"]
