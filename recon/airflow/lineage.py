@@ -4,7 +4,8 @@ run's events through the transport its configuration names (`[openlineage] trans
 Marquez, Kafka, a file, the console).
 
 Datasets (OpenLineage naming: namespace + name):
-- raw topics: namespace `file`, name the topic's folder under `raw_path`;
+- raw topics: namespace `file`, name the topic's folder under `raw_path` (on S3: namespace
+  `s3://<bucket>`, name the folder's key);
 - the decoded events: namespace `file`, name `<warehouse>/_state/<pipeline>/events`;
 - published tables: namespace the Iceberg warehouse location, name `<pipeline>__<db>.<table>`;
 - audit reports: namespace `file`, name `<warehouse>/audit/<pipeline>`.
@@ -16,6 +17,7 @@ import contextlib
 import json
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -24,13 +26,22 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from recon.airflow.spark_app import app_info, stop_app
 from recon.appsocket import AppGone, request
 from recon.config import PipelineConfig, catalog_identifier
+from recon.objstore import S3Folder, split
 
 Dataset = tuple[str, str]  # (namespace, name)
 
 
+def _place(folder: Path | S3Folder) -> Dataset:
+    """OpenLineage's naming of a folder: (`file`, its path), or (`s3://<bucket>`, its key)."""
+    if isinstance(folder, S3Folder):
+        bucket, key = split(folder.uri)
+        return f"s3://{bucket}", key
+    return "file", str(folder)
+
+
 def stage_datasets(cfg: PipelineConfig) -> dict[str, tuple[list[Dataset], list[Dataset]]]:
     """Per stage task: (inputs, outputs)."""
-    topics = [("file", str(cfg.raw_path / t)) for t in cfg.topics]
+    topics = [_place(cfg.raw_root / t) for t in cfg.topics]
     events = [("file", str(cfg.layout.state / "events"))]
     iceberg = cfg.catalog.get("warehouse") or f"file://{cfg.warehouse}/iceberg"
     tables = [(iceberg, ".".join(catalog_identifier(cfg.name, t))) for t in cfg.tables]

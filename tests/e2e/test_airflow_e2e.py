@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,16 +23,30 @@ from recon.demo.demo import write_dump
 from recon.hours import format_hour
 from recon.publish.export import export_rows
 from tests.support.canal import write_canal_dump, write_canal_pipeline
+from tests.support.s3 import make_bucket, moto_server, upload, use_s3
 
 START = datetime(2026, 6, 1, 0, tzinfo=UTC)
 H0, H1 = START, START + timedelta(hours=1)
 
 
-def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> None:
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A bucket on moto's S3 server, the environment (and the Airflow and Spark processes
+    started with it) pointed at it."""
+    with moto_server() as url:
+        use_s3(monkeypatch, url)
+        yield make_bucket("lake-af")
+
+
+def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path, s3: str) -> None:
+    """The DAG's pipeline reads its dumps from S3 and publishes its table there
+    (docs/deployment.md "Object stores"); `recon run`'s reads and writes local folders."""
     write_canal_dump(tmp_path / "raw", "af", START, 2, seed=11)
+    upload(tmp_path / "raw", f"{s3}/raw")
     dag_cfg = write_canal_pipeline(
-        tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh_dag", START
-    )
+        tmp_path / "pipelines", "af", f"{s3}/raw", tmp_path / "wh_dag", START,
+        catalog={"warehouse": f"{s3}/ice"},
+    )  # fmt: skip
     lineage_file = tmp_path / "openlineage.jsonl"
     env = dict(
         airflow_env(tmp_path / "airflow", tmp_path / "pipelines"),
@@ -45,7 +60,7 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
             env, "recon_af", format_hour(h), log=tmp_path / f"dag-{format_hour(h)}.log"
         )
         assert state == "success", (tmp_path / f"dag-{format_hour(h)}.log").read_text()[-3000:]
-    _stages_reported_their_lineage(lineage_file, tmp_path)
+    _stages_reported_their_lineage(lineage_file, s3)
     # issue 13 item 7: each stage task logs its structured summary after spark-submit's folded
     # output, with the library's progress line inside it
     log = (tmp_path / f"dag-{format_hour(H1)}.log").read_text()
@@ -119,20 +134,18 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path) -> Non
     assert json.loads(h0_result.read_text())["run_id"] != h0_run  # hour 0 was merged again
 
 
-def _stages_reported_their_lineage(lineage_file: Path, tmp_path: Path) -> None:
-    """Issue 13 item 6: OpenLineage events through Airflow's provider (file transport): the
-    decode read the raw topic's folder, the merge wrote the published table."""
+def _stages_reported_their_lineage(lineage_file: Path, bucket: str) -> None:
+    """OpenLineage events through Airflow's provider (file transport): the decode read the raw
+    topic's folder (on S3), the merge wrote the published table."""
     done: dict[str, Any] = {}
     for line in lineage_file.read_text().splitlines():
         ev = json.loads(line)
         if ev.get("eventType") == "COMPLETE":
             done[ev["job"]["name"]] = ev
     decode, merge = done["recon_af.decode"], done["recon_af.merge_publish"]
-    assert [(d["namespace"], d["name"]) for d in decode["inputs"]] == [
-        ("file", str(tmp_path / "raw" / "af"))
-    ]
+    assert [(d["namespace"], d["name"]) for d in decode["inputs"]] == [(bucket, "raw/af")]
     assert [d["name"] for d in merge["outputs"]] == ["af__shop.orders"]
-    assert merge["outputs"][0]["namespace"] == f"file://{tmp_path / 'wh_dag'}/iceberg"
+    assert merge["outputs"][0]["namespace"] == f"{bucket}/ice"
 
 
 def _failing_pipeline(tmp_path: Path, name: str) -> None:

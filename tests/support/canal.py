@@ -18,7 +18,7 @@ def write_canal_dump(raw: Path, topic: str, start: datetime, hours: int, seed: i
 
 
 def write_canal_pipeline(
-    folder: Path, name: str, raw: Path, wh: Path, start: datetime, **extra: object
+    folder: Path, name: str, raw: Path | str, wh: Path, start: datetime, **extra: object
 ) -> Path:
     """`<folder>/<name>.yaml`, topic `<name>`, table shop.orders (plus `extra` keys)."""
     extra.setdefault("buckets", 4)
