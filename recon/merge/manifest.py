@@ -19,6 +19,7 @@ from typing import Any, NotRequired, TypedDict
 from recon.config import PipelineConfig
 from recon.errors import ManifestError, NoSavedStateError, ReconError
 from recon.layout import folder_files, hour_text, read_json, write_json_atomic
+from recon.objstore import list_files
 
 
 class DeltaFile(TypedDict):
@@ -175,9 +176,16 @@ def snapshot_pending(man: Manifest, name: str) -> bool:
 def unloaded_snapshot_bytes(cfg: PipelineConfig, man: Manifest) -> int:
     """The bytes of the snapshot folders of the configured tables that have not loaded it:
     their next merge reads them, so a big snapshot makes a big run (`recon.ops.sizing`) and a
-    big hour (`recon.merge.stage`) however few changes the hour has."""
+    big hour (`recon.merge.stage`) however few changes the hour has. A snapshot on S3 is
+    sized on the bucket (its copies are made by the merge that loads it)."""
     if cfg.snapshot_path is None:
         return 0
+    pending = [n for n in cfg.tables if snapshot_pending(man, n)]
+    if cfg.snapshot_uri is not None:
+        if not pending:
+            return 0
+        folders = tuple(f"{cfg.snapshot_uri}/{n}/" for n in pending)
+        return sum(s for u, s in list_files(cfg.snapshot_uri).items() if u.startswith(folders))
     return sum(
         size
         for name in cfg.tables

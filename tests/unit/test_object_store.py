@@ -13,6 +13,7 @@ import pytest
 from recon.cli import main
 from recon.config import load_config
 from recon.errors import ConfigError
+from recon.merge.manifest import unloaded_snapshot_bytes
 from recon.objstore import S3Folder, StoreError, local_copies, mirrored
 from recon.rawdumps import KAFKA_CONNECT_S3, SPARK_KAFKA_DUMP, DumpConfig, list_hour
 from tests.support.builders import write_pipeline
@@ -173,3 +174,15 @@ def test_refused_credentials_are_said_in_one_line(
         rc, out = _validate(_pipeline(tmp_path, raw="s3://lake/raw"), capsys)
     assert rc == 2 and out.count("\n") == 0
     assert "the store refused the credentials; check AWS_ACCESS_KEY_ID" in out
+
+
+def test_a_snapshot_on_s3_is_sized_on_the_bucket_until_loaded(bucket: str, tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    _touch(snap / "shop.orders", {"part-0.parquet": b"x" * 300, "part-1.parquet": b"y" * 20})
+    _touch(snap / "shop.other", {"part-0.parquet": b"z" * 5000})  # not a table of the pipeline
+    _touch(snap, {"_watermark.json": b"{}"})
+    upload(snap, f"{bucket}/snap")
+    cfg = load_config(_pipeline(tmp_path, snapshot={"path": f"{bucket}/snap"}))
+    assert unloaded_snapshot_bytes(cfg, {"tables": {}, "snapshot": None}) == 320  # type: ignore[typeddict-item]
+    loaded = {"tables": {"shop.orders": {"snapshot_loaded": True}}, "snapshot": None}
+    assert unloaded_snapshot_bytes(cfg, loaded) == 0  # type: ignore[arg-type]
