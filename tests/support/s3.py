@@ -35,13 +35,14 @@ def moto_server() -> Iterator[str]:
 
 
 @contextmanager
-def moto_server_checking_credentials() -> Iterator[str]:
-    """A moto server (its own process) that authenticates every request: no key it does not
-    know is taken."""
+def moto_server_checking_credentials(unchecked: int = 0) -> Iterator[str]:
+    """A moto server (its own process) that authenticates and authorizes every request but its
+    first `unchecked` (the set-up's): no key it does not know is taken, and a known key only
+    does what its IAM policy allows."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(unchecked)}
     moto = Path(sys.executable).with_name("moto_server")
     proc = subprocess.Popen(
         [str(moto), "-H", "127.0.0.1", "-p", str(port)],

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import boto3
 import pytest
 
 from recon.cli import main
@@ -174,6 +175,24 @@ def test_refused_credentials_are_said_in_one_line(
         rc, out = _validate(_pipeline(tmp_path, raw="s3://lake/raw"), capsys)
     assert rc == 2 and out.count("\n") == 0
     assert "the store refused the credentials; check AWS_ACCESS_KEY_ID" in out
+
+
+def test_denied_access_is_said_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user the store knows, whose policy allows nothing on the bucket."""
+    with moto_server_checking_credentials(unchecked=3) as url:
+        use_s3(monkeypatch, url)
+        aws = {"endpoint_url": url, "region_name": "us-east-1"}  # one request each
+        boto3.client("s3", **aws).create_bucket(Bucket="lake")
+        iam = boto3.client("iam", **aws)
+        iam.create_user(UserName="reader")
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        rc, out = _validate(_pipeline(tmp_path, raw="s3://lake/raw"), capsys)
+    assert rc == 2 and out.count("\n") == 0
+    assert "s3://lake/raw: access denied; check" in out and "s3:ListBucket" in out
 
 
 def test_a_snapshot_on_s3_is_sized_on_the_bucket_until_loaded(bucket: str, tmp_path: Path) -> None:
