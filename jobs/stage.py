@@ -41,7 +41,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--from", dest="first", required=True)
     p.add_argument("--to", dest="last", default=None)
     p.add_argument("--run-id", default=None)
-    p.add_argument("--allow-incomplete", action="store_true")
+    # the DAG passes true or false (its run's `allow_incomplete` param); alone: true
+    p.add_argument("--allow-incomplete", nargs="?", const="true", default="false",
+                   choices=["true", "false"])  # fmt: skip
     p.add_argument("--tables", default="", help="merge: only these tables (comma-separated)")
     p.add_argument("--rebuild", choices=["true", "false"], default="false")
     p.add_argument("--summary-file", default=None, help="also write the summary line's JSON here")
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         hours,
         args.run_id,
         tables,
-        args.allow_incomplete,
+        args.allow_incomplete == "true",
         Printer(),
         lock_wait=DAG_WAIT_S,  # a backfill's runs queue behind each other
         summary=summary,

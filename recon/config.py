@@ -53,12 +53,15 @@ _TOP_KEYS = {
     "write_mode",
     "dump",
     "max_record_bytes",
+    "airflow",
 }
 _REQUIRED = ("name", "format", "raw_path", "topics", "warehouse", "start", "tables")
 WRITE_MODES = ("copy-on-write", "merge-on-read")
 DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and publish")
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
+_AIRFLOW_KEYS = {"owner", "pool", "queue", "retries", "end_date", "tags"}
+_AIRFLOW_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
 _DUMP_KEYS = {"layout", "path_format", "grace_minutes", "separator"}
 _TOPIC_KEYS = {"name", "transactional", "compacted"}
 
@@ -112,6 +115,21 @@ class AuditConfig:
 
 
 @dataclass(frozen=True)
+class AirflowConfig:
+    """The pipeline YAML's `airflow:` block: how its DAG is owned, queued and scheduled."""
+
+    owner: str = "recon"
+    pool: str | None = None
+    """The Airflow pool of the Spark stage tasks (None: Airflow's `default_pool`)."""
+    queue: str | None = None
+    """The executor queue of every task (CeleryExecutor); None: the default queue."""
+    retries: int = 2
+    end_date: datetime | None = None
+    """The last hour the DAG schedules (its runs stop after it)."""
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     name: str
     format: Format
@@ -141,6 +159,9 @@ class PipelineConfig:
     under `raw_path`, the mirror of that URI in the warehouse (`recon.objstore`)."""
     snapshot_uri: str | None = None
     """`snapshot.path` given as `s3://...`, mirrored so at `snapshot_path`."""
+    airflow: AirflowConfig = field(default_factory=AirflowConfig)
+    description: str = ""
+    """Free text: the DAG's documentation in the Airflow UI."""
 
     @property
     def raw_root(self) -> Path | S3Folder:
@@ -209,7 +230,7 @@ def _path(path: Path, key: str, value: Any) -> Path:
     return p if p.is_absolute() else (path.parent / p).resolve()
 
 
-def _start(path: Path, value: Any) -> datetime:
+def _start(path: Path, value: Any, key: str = "start") -> datetime:
     if isinstance(value, datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=UTC)
     elif isinstance(value, str):
@@ -217,20 +238,20 @@ def _start(path: Path, value: Any) -> datetime:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise _fail(
-                path, "start", f"{value!r} is not a time; write e.g. 2026-11-20T00:00:00Z"
+                path, key, f"{value!r} is not a time; write e.g. 2026-11-20T00:00:00Z"
             ) from None
         dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
     else:
-        raise _fail(path, "start", "missing or not a time; write e.g. 2026-11-20T00:00:00Z")
+        raise _fail(path, key, "missing or not a time; write e.g. 2026-11-20T00:00:00Z")
     try:
         dt = dt.astimezone(UTC)
     except OverflowError:
         raise _fail(
-            path, "start", f"{value} is out of range in UTC; write e.g. 2026-11-20T00:00:00Z"
+            path, key, f"{value} is out of range in UTC; write e.g. 2026-11-20T00:00:00Z"
         ) from None
     if dt.minute or dt.second or dt.microsecond:
         raise _fail(
-            path, "start", f"{value} is not at the top of an hour; use e.g. {dt:%Y-%m-%dT%H}:00:00Z"
+            path, key, f"{value} is not at the top of an hour; use e.g. {dt:%Y-%m-%dT%H}:00:00Z"
         )
     return dt
 
@@ -341,6 +362,51 @@ def _audit(path: Path, value: Any) -> AuditConfig:
     if not isinstance(hours, int) or hours < 1:
         raise _fail(path, "audit.open_transaction_hours", "must be a whole number of hours >= 1")
     return AuditConfig(tuple(fail_on), hours)
+
+
+def _airflow(path: Path, value: Any, start: datetime) -> AirflowConfig:
+    if value is None:
+        return AirflowConfig()
+    if not isinstance(value, dict):
+        raise _fail(path, "airflow", "must be a mapping, e.g. {owner: data-eng, retries: 2}")
+    unknown = set(value) - _AIRFLOW_KEYS
+    if unknown:
+        raise _fail(
+            path,
+            f"airflow.{sorted(unknown)[0]}",
+            f"unknown option; valid options are {', '.join(sorted(_AIRFLOW_KEYS))}",
+        )
+    names = {k: value.get(k) for k in ("owner", "pool", "queue")}
+    for k, v in names.items():
+        if v is not None and not (isinstance(v, str) and _AIRFLOW_NAME.match(v)):
+            raise _fail(path, f"airflow.{k}", "must be a name of letters, digits, _ . or -")
+    retries = value.get("retries", AirflowConfig.retries)
+    if not _whole(retries) or not 0 <= retries <= 20:
+        raise _fail(path, "airflow.retries", "must be a whole number from 0 to 20 (default 2)")
+    end = None
+    if value.get("end_date") is not None:
+        end = _start(path, value["end_date"], "airflow.end_date")
+        if end < start:
+            raise _fail(path, "airflow.end_date", f"{end:%Y-%m-%dT%H}:00Z is before `start`")
+    tags = value.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
+        raise _fail(path, "airflow.tags", "must be a list of tags, e.g. [shop, tier1]")
+    return AirflowConfig(
+        owner=names["owner"] or AirflowConfig.owner,
+        pool=names["pool"],
+        queue=names["queue"],
+        retries=retries,
+        end_date=end,
+        tags=tuple(tags),
+    )
+
+
+def _description(path: Path, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _fail(path, "description", "must be text (Markdown), shown on the DAG's page")
+    return value
 
 
 def _name(path: Path, name: Any) -> str:
@@ -493,6 +559,22 @@ def _has_password(uri: str) -> bool:
     return password is not None and password != "" and "${" not in password
 
 
+def _buckets(path: Path, data: dict[str, Any]) -> int:
+    buckets = data.get("buckets", 16)
+    if not _whole(buckets) or not 1 <= buckets <= 4096:
+        raise _fail(path, "buckets", "must be a whole number from 1 to 4096 (default 16)")
+    return int(buckets)
+
+
+def _retention(path: Path, data: dict[str, Any]) -> int | None:
+    retention = data.get("retention_hours")
+    if retention is not None and (not _whole(retention) or retention < 1):
+        raise _fail(
+            path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
+        )
+    return retention
+
+
 def parse_config(data: Any, path: Path) -> PipelineConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the file must hold a YAML mapping (name: ..., format: ...)")
@@ -514,15 +596,9 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
     topics, topic_options = _topics(path, data["topics"])
     warehouse = _path(path, "warehouse", data["warehouse"])
     places = _places(path, data, warehouse)
+    start = _start(path, data["start"])
     catalog = _catalog(path, data.get("catalog") or {})
-    buckets = data.get("buckets", 16)
-    if not _whole(buckets) or not 1 <= buckets <= 4096:
-        raise _fail(path, "buckets", "must be a whole number from 1 to 4096 (default 16)")
-    retention = data.get("retention_hours")
-    if retention is not None and (not _whole(retention) or retention < 1):
-        raise _fail(
-            path, "retention_hours", "must be a whole number of hours >= 1 (or left out: keep all)"
-        )
+    buckets, retention = _buckets(path, data), _retention(path, data)
     max_bytes = data.get("max_record_bytes", MAX_RECORD_BYTES)
     if not _whole(max_bytes) or not 1 <= max_bytes <= MAX_VALUE_BYTES:
         raise _fail(
@@ -548,9 +624,11 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         topics=topics,
         topic_options=topic_options,
         warehouse=warehouse,
-        start=_start(path, data["start"]),
+        start=start,
         tables=_tables(path, data["tables"]),
         audit=_audit(path, data.get("audit")),
+        airflow=_airflow(path, data.get("airflow"), start),
+        description=_description(path, data.get("description")),
         source_file=path,
     )
 

@@ -29,9 +29,9 @@ from airflow.providers.standard.sensors.python import PythonSensor
 from airflow.sdk import DAG, Asset, Param, get_parsing_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from recon.airflow.lineage import StageOperator, stage_datasets
+from recon.airflow.lineage import StageOperator, stage_datasets, table_location
 from recon.airflow.spark_app import APP_TASK, SparkAppStart, SparkAppStop
-from recon.config import PipelineConfig, load_config, load_folder
+from recon.config import PipelineConfig, catalog_identifier, load_config, load_folder
 from recon.errors import ConfigError
 from recon.hours import HOUR_INPUT_PATTERN, hour_range, parse_hour
 from recon.layout import APP_JOB, STAGE_JOB, hour_text, pipelines_dir, read_json
@@ -52,7 +52,15 @@ RETRY = {
 
 # What the `hours` task hands the stages (XCom); "from" is a keyword, hence this spelling.
 HourRange = TypedDict(
-    "HourRange", {"from": str, "to": str, "audit_only": bool, "tables": str, "rebuild": str}
+    "HourRange",
+    {
+        "from": str,
+        "to": str,
+        "audit_only": bool,
+        "tables": str,
+        "rebuild": str,
+        "allow_incomplete": str,
+    },
 )
 
 
@@ -76,6 +84,7 @@ def resolve_hours(
         "audit_only": bool(params.get("audit_only")),
         "tables": ",".join(params.get("tables") or []),
         "rebuild": "true" if params.get("rebuild_from_snapshot") else "false",
+        "allow_incomplete": "true" if params.get("allow_incomplete") else "false",
     }
 
 
@@ -91,7 +100,11 @@ def _hour_param(value: Any, name: str) -> str | None:
 
 def dump_complete(pipeline_file: str, h: dict[str, object]) -> bool:
     """Every topic's dump of every hour in the range is complete, by the rule of its layout
-    (`recon.rawdumps.list_hour`, the one the decode checks)."""
+    (`recon.rawdumps.list_hour`, the one the decode checks); or the run accepts incomplete
+    hours (its `allow_incomplete` param)."""
+    if h.get("allow_incomplete") == "true":
+        print("allow_incomplete: the dumps are read as they are")
+        return True
     cfg = load_config(pipeline_file)
     for hr in hour_range(parse_hour(str(h["from"])), parse_hour(str(h["to"]))):
         for topic in cfg.topics:
@@ -136,9 +149,11 @@ def announce_assets(pipeline_file: str, h: dict[str, Any], outlet_events: Any) -
 
 
 def table_asset(cfg: PipelineConfig, table: str) -> Asset:
+    """A published table as an Asset: named as the catalog and the lineage name it
+    (`<pipeline>__<db>.<table>`), at the table's location."""
     return Asset(
-        name=f"recon.{cfg.name}.{table}",
-        uri=f"file://{cfg.warehouse}/iceberg/{cfg.name}.db/{table}",
+        name=".".join(catalog_identifier(cfg.name, table)),
+        uri=table_location(cfg, table),
         group="recon",
     )
 
@@ -180,6 +195,13 @@ def dag_params(cfg: PipelineConfig) -> dict[str, Param]:
             type="boolean",
             description="Only re-write the audit reports of hours already merged.",
         ),
+        "allow_incomplete": Param(
+            False,
+            type="boolean",
+            description="Decode the hours' dumps as they are, without waiting for them to be "
+            "complete (`_SUCCESS`, or Kafka Connect's later files): an hour whose dumper is "
+            "lost. Records that arrive later are read by a later hour (offset gaps are found).",
+        ),
     }
 
 
@@ -216,12 +238,13 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
         or {"spark.pyspark.python": python, "spark.pyspark.driver.python": python},
         "env_vars": {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
         "name": f"recon-{cfg.name}",
+        **({"pool": cfg.airflow.pool} if cfg.airflow.pool else {}),
     }
     lineage = stage_datasets(cfg)
     decode = StageOperator(
         task_id="decode",
         lineage=lineage["decode"],
-        application_args=["decode", *args],
+        application_args=["decode", *args, "--allow-incomplete", _xcom("allow_incomplete")],
         depends_on_past=True,  # hour H+1 starts with what hour H carried out
         **common,
     )
@@ -250,8 +273,21 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
         retries=0,  # it does not fail: a failed start is a spark-submit per stage
         trigger_rule="none_failed",  # an audit_only run's audit runs in it too
     )
-    stop = SparkAppStop(task_id="spark_app_stop", retries=0)  # it never fails
+    stop = SparkAppStop(task_id="spark_app_stop", retries=0)  # it never fails (no pool: it
+    # frees what the stages hold)
     return app, decode, merge, audit, stop
+
+
+def _airflow_options(cfg: PipelineConfig) -> dict[str, Any]:
+    """The DAG's arguments the pipeline's `airflow:` block and `description` set."""
+    af = cfg.airflow
+    queue = {"queue": af.queue} if af.queue else {}
+    return {
+        "end_date": af.end_date,
+        "default_args": {**RETRY, "owner": af.owner, "retries": af.retries, **queue},
+        "tags": list(dict.fromkeys(["recon", cfg.format, *af.tags])),
+        "doc_md": cfg.description or __doc__,
+    }
 
 
 def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> DAG:
@@ -264,11 +300,9 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
         start_date=cfg.start,
         catchup=True,
         max_active_runs=1,  # hour H+1's merge never commits before hour H's
-        default_args={"owner": "recon", **RETRY},
-        tags=["recon", cfg.format],
-        doc_md=__doc__,
         params=dag_params(cfg),
         user_defined_macros={"recon_run_jvm": functools.partial(run_jvm, pipeline_file)},
+        **_airflow_options(cfg),
     ) as dag:
 
         @task

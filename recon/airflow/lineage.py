@@ -39,12 +39,27 @@ def _place(folder: Path | S3Folder) -> Dataset:
     return "file", str(folder)
 
 
+def iceberg_warehouse(cfg: PipelineConfig) -> str:
+    """The URI the pipeline's Iceberg tables are under (its catalog's `warehouse`)."""
+    return (cfg.catalog.get("warehouse") or f"file://{cfg.warehouse}/iceberg").rstrip("/")
+
+
+def table_location(cfg: PipelineConfig, table: str) -> str:
+    """Where a published table's files are: the catalog's default location of its identifier
+    (`<warehouse>/<namespace>/<table>`, pyiceberg's SQL catalog; a Hive or Glue catalog's
+    `<namespace>.db`), as pyiceberg creates it (light: no catalog is opened)."""
+    ns, name = catalog_identifier(cfg.name, table)
+    hive = cfg.catalog.get("type") in ("hive", "glue")
+    return f"{iceberg_warehouse(cfg)}/{ns}{'.db' if hive else ''}/{name}"
+
+
 def stage_datasets(cfg: PipelineConfig) -> dict[str, tuple[list[Dataset], list[Dataset]]]:
     """Per stage task: (inputs, outputs)."""
     topics = [_place(cfg.raw_root / t) for t in cfg.topics]
     events = [("file", str(cfg.layout.state / "events"))]
-    iceberg = cfg.catalog.get("warehouse") or f"file://{cfg.warehouse}/iceberg"
-    tables = [(iceberg, ".".join(catalog_identifier(cfg.name, t))) for t in cfg.tables]
+    tables = [
+        (iceberg_warehouse(cfg), ".".join(catalog_identifier(cfg.name, t))) for t in cfg.tables
+    ]
     audit = [("file", str(cfg.warehouse / "audit" / cfg.name))]
     return {
         "decode": (topics, events),

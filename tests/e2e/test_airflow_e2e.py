@@ -22,6 +22,7 @@ from recon.demo.airflow_local import airflow_env, dags_test, migrate
 from recon.demo.demo import write_dump
 from recon.hours import format_hour
 from recon.publish.export import export_rows
+from recon.publish.iceberg import load_table
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 from tests.support.s3 import make_bucket, moto_server, upload, use_s3
 
@@ -103,10 +104,12 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path, s3: st
 
     db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
     events = db.execute(
-        "SELECT a.name, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id"
+        "SELECT a.name, a.uri, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id"
     ).fetchall()
-    assert [name for name, _ in events] == ["recon.af.shop.orders"] * 2
-    extras = [json.loads(x) for _, x in events]
+    # named as the catalog and the lineage name the table, at the table's location
+    location = load_table(load_config(dag_cfg), "shop.orders").location()
+    assert [(name, uri) for name, uri, _ in events] == [("af__shop.orders", location)] * 2
+    extras = [json.loads(x) for _, _, x in events]
     assert [(x["hour"], x["verdict"]) for x in extras] == [
         (format_hour(H0), "pass"),
         (format_hour(H1), "pass"),

@@ -41,6 +41,12 @@ for dag_id, d in bag.dags.items():
         "start": d.start_date.isoformat() if d.start_date else None,
         "params": sorted(d.params.keys()),
         "outlets": {t.task_id: [a.name for a in t.outlets] for t in d.tasks},
+        "outlet_uris": {t.task_id: [a.uri for a in t.outlets] for t in d.tasks},
+        "owners": sorted({t.owner for t in d.tasks}),
+        "pools": {t.task_id: t.pool for t in d.tasks},
+        "queues": sorted({t.queue for t in d.tasks}),
+        "end": d.end_date.isoformat() if d.end_date else None,
+        "doc_md": d.doc_md,
         "spark_conf": getattr(d.get_task("decode"), "conf", None),
         "same_conf": len({json.dumps(getattr(d.get_task(t), "conf", None), sort_keys=True)
                           for t in ("spark_app", "decode", "merge_publish", "audit")}) == 1,
@@ -106,10 +112,42 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
     stages = ("spark_app", "decode", "merge_publish", "audit")
     assert {d["conn"][t] for t in stages} == {"spark_default"}
-    assert d["params"] == ["audit_only", "hour", "hour_to", "rebuild_from_snapshot", "tables"]
-    assert d["outlets"]["announce"] == ["recon.demo_canal_pb.shop.orders"]
+    assert d["params"] == [
+        "allow_incomplete", "audit_only", "hour", "hour_to", "rebuild_from_snapshot", "tables",
+    ]  # fmt: skip
+    # the published table's Asset: named as the catalog and the lineage name it, at its location
+    assert d["outlets"]["announce"] == ["demo_canal_pb__shop.orders"]
+    wh = (ROOT / "demo-data" / "warehouse").resolve()
+    assert d["outlet_uris"]["announce"] == [f"file://{wh}/iceberg/demo_canal_pb__shop/orders"]
+    assert d["owners"] == ["recon"] and set(d["pools"].values()) == {"default_pool"}
     assert d["tables_param"]["items"] == {"type": "string", "enum": ["shop.orders"]}
     assert d["spark_conf"]["spark.pyspark.python"] == sys.executable
+
+
+def test_the_airflow_block_and_description_reach_the_dag(tmp_path: Path) -> None:
+    """`airflow:` (owner, pool, queue, retries, end date, tags) and `description` (the DAG's
+    page) as the YAML sets them; the pool is the Spark stages'."""
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    text = (ROOT / "pipelines" / "demo_canal_json.yaml").read_text()
+    text += (
+        'description: "# Shop orders\\n\\nOwned by the data team."\n'
+        "airflow: {owner: data-eng, pool: spark_small, queue: spark, retries: 4, "
+        "end_date: '2026-12-01T00:00:00Z', tags: [shop, tier1]}\n"
+    )
+    (pipelines / "demo_canal_json.yaml").write_text(
+        text.replace("../demo-data", str(ROOT / "demo-data"))
+    )
+    got = _bag(tmp_path, pipelines)
+    assert got["errors"] == {}
+    d = got["dags"]["recon_demo_canal_json"]
+    assert d["owners"] == ["data-eng"] and d["queues"] == ["spark"]
+    assert d["tags"] == ["canal_json", "recon", "shop", "tier1"]
+    assert d["end"].startswith("2026-12-01T00:00:00")
+    assert d["doc_md"] == "# Shop orders\n\nOwned by the data team."
+    stages = {"spark_app", "decode", "merge_publish", "audit"}
+    assert {t for t, p in d["pools"].items() if p == "spark_small"} == stages
+    assert set(d["retries"].values()) - {0} == {4}  # the app's start and stop are never retried
 
 
 def test_retention_adds_an_expire_task_after_announce(tmp_path: Path) -> None:

@@ -6,11 +6,12 @@ import json
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from recon.config import load_config, load_folder
+from recon.config import AirflowConfig, load_config, load_folder
 from recon.errors import ConfigError
 from tests.conftest import ROOT
 
@@ -89,6 +90,24 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
             ("warehouse: wh", "warehouse: wh\nwrite_mode: merge_on_read"),
             "`write_mode`: 'merge_on_read' is not a mode; use one of copy-on-write, merge-on-read",
         ),
+        (
+            ("warehouse: wh", "warehouse: wh\nairflow: {owner: a b}"),
+            "`airflow.owner`: must be a name",
+        ),
+        (("warehouse: wh", "warehouse: wh\nairflow: {retries: -1}"), "`airflow.retries`: must be"),
+        (
+            ("warehouse: wh", "warehouse: wh\nairflow: {end_date: 2020-01-01T00:00:00Z}"),
+            "`airflow.end_date`: 2020-01-01T00:00Z is before `start`",
+        ),
+        (
+            ("warehouse: wh", "warehouse: wh\nairflow: {pools: x}"),
+            "`airflow.pools`: unknown option",
+        ),
+        (
+            ("warehouse: wh", "warehouse: wh\nairflow: {tags: shop}"),
+            "`airflow.tags`: must be a list",
+        ),
+        (("warehouse: wh", "warehouse: wh\ndescription: [x]"), "`description`: must be text"),
         # issue 13 item 5: an object store used to become a local folder named "s3:" silently
         (("warehouse: wh", "warehouse: s3://bucket/wh"), "`warehouse`: s3:// is not supported"),
         (("raw_path: /data/raw", "raw_path: gs://b/raw"), "`raw_path`: gs:// is not supported"),
@@ -115,6 +134,17 @@ def test_bad_configs_give_one_line_with_key_and_fix(
         load_config(p)
     msg = str(err.value)
     assert "\n" not in msg and str(p) in msg and needle in msg
+
+
+def test_the_airflow_block_is_read_with_its_defaults(tmp_path: Path) -> None:
+    plain = load_config(_write(tmp_path, GOOD))
+    assert plain.airflow == AirflowConfig() and plain.airflow.pool is None
+    block = "airflow: {owner: data-eng, pool: p1, retries: 0, end_date: 2026-12-01T00:00:00Z}\n"
+    cfg = load_config(_write(tmp_path, GOOD + block + "description: Orders.\n"))
+    assert cfg.airflow == AirflowConfig(
+        owner="data-eng", pool="p1", retries=0, end_date=datetime(2026, 12, 1, tzinfo=UTC)
+    )
+    assert cfg.description == "Orders."
 
 
 def test_broken_yaml_and_missing_keys(tmp_path: Path) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from recon.airflow.dag_factory import asset_extras, resolve_hours
+from recon.airflow.dag_factory import asset_extras, dump_complete, resolve_hours
+from tests.support.builders import write_pipeline
 
 NOW = datetime(2026, 11, 20, 5, 30, tzinfo=UTC)
 
@@ -20,6 +22,7 @@ def test_hours_come_from_params_then_the_interval_then_the_last_complete_hour() 
         "audit_only": False,
         "tables": "",
         "rebuild": "false",
+        "allow_incomplete": "false",
     }
     got = resolve_hours(
         {"hour": "2026-11-19T22", "hour_to": "2026-11-20T01", "tables": ["a.b", "c.d"]},
@@ -28,6 +31,7 @@ def test_hours_come_from_params_then_the_interval_then_the_last_complete_hour() 
     )
     assert (got["from"], got["to"], got["tables"]) == ("2026-11-19T22", "2026-11-20T01", "a.b,c.d")
     assert resolve_hours({"rebuild_from_snapshot": True}, interval, NOW)["rebuild"] == "true"
+    assert resolve_hours({"allow_incomplete": True}, interval, NOW)["allow_incomplete"] == "true"
 
 
 @pytest.mark.parametrize(
@@ -89,3 +93,16 @@ def test_a_fail_verdict_fails_the_audit_for_good_and_an_error_is_retried() -> No
     assert isinstance(answer, AirflowFailException) and "2026-11-20T00" in str(answer)
     for summary in (None, {"stage": "audit", "failed_hours": []}, {**verdict, "stage": "merge"}):
         assert settled(err, summary) is err  # a crash, or another stage: retried
+
+
+def test_an_incomplete_hour_waits_unless_the_run_allows_it(tmp_path: Path) -> None:
+    raw = tmp_path / "raw" / "t" / "dt=2026-11-20" / "hour=02"
+    raw.mkdir(parents=True)
+    (raw / "part-0.parquet").write_bytes(b"")  # no _SUCCESS yet
+    p = write_pipeline(tmp_path / "p.yaml", name="p", format="canal_json", topics=["t"])
+    h = resolve_hours({"hour": "2026-11-20T02"}, None, NOW)
+    assert dump_complete(str(p), dict(h)) is False
+    allowed = resolve_hours({"hour": "2026-11-20T02", "allow_incomplete": True}, None, NOW)
+    assert dump_complete(str(p), dict(allowed)) is True
+    (raw / "_SUCCESS").write_bytes(b"")
+    assert dump_complete(str(p), dict(h)) is True
