@@ -34,11 +34,28 @@ def user_spark_conf() -> dict[str, str]:
     return {str(k): str(v) for k, v in conf.items()}
 
 
-def machine_memory_bytes() -> int:
+CGROUP_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),  # cgroup v2: bytes, or "max"
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # v1: bytes, a huge number for none
+)
+"""Where a container's memory limit is read (`machine_memory_bytes`)."""
+
+
+def machine_memory_bytes(limits: tuple[Path, ...] = CGROUP_LIMITS) -> int:
+    """The memory this process may use: the machine's, or its container's limit (cgroup) when
+    lower (a worker container of 8 GiB on a 64 GiB host sized its heap from the host's)."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
-        return 4 * GIB
+        total = 4 * GIB
+    for f in limits:
+        try:
+            text = f.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            return int(text)
+    return total
 
 
 def driver_memory(total_bytes: int) -> str:
@@ -111,8 +128,14 @@ def local_defaults(jvm: str = "") -> dict[str, str]:
     }
 
 
+STANDALONE_CORES_MAX = "2"
+"""`spark.cores.max` of a stage's application on a standalone cluster: without it the first
+application takes every core and the other pipelines' wait (local and YARN ignore it)."""
+
+
 SUBMIT_DEFAULTS = (
     "spark.driver.memory",
+    "spark.cores.max",
     "spark.sql.shuffle.partitions",
     "spark.sql.files.maxPartitionBytes",
     "spark.driver.extraJavaOptions",
@@ -158,7 +181,7 @@ def submit_conf(python: str | None = None, run_jvm: str = "") -> dict[str, str]:
     `spark-defaults.conf` sets nothing; then `RECON_SPARK_CONF`, which wins. `run_jvm`: text
     appended to our driver JVM options (the DAGs: a template that adds the options for the
     size of the stage's hours)."""
-    local = local_defaults()
+    local = local_defaults() | {"spark.cores.max": STANDALONE_CORES_MAX}
     defaults = {k: local[k] for k in SUBMIT_DEFAULTS}
     defaults["spark.driver.extraJavaOptions"] += run_jvm
     if python:

@@ -68,3 +68,30 @@ def test_the_conf_names_which_properties_are_our_defaults(
         assert "spark.sql.shuffle.partitions" not in ours and "spark.driver.memory" not in ours
         assert "spark.sql.files.maxPartitionBytes" in ours
     assert DEFAULTED not in session_conf(local=False)  # no default of ours: no list
+
+
+def test_the_heap_is_sized_from_the_containers_limit(tmp_path) -> None:
+    """A container's memory limit (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`), when
+    below the machine's memory, is what the heap is sized from."""
+    host = machine_memory_bytes(())
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")
+    v1.write_text(f"{3 * GIB}\n")
+    assert machine_memory_bytes((v2, v1)) == min(host, 3 * GIB)
+    v2.write_text(f"{6 * GIB}\n")
+    assert machine_memory_bytes((v2, v1)) == min(host, 6 * GIB)
+    assert driver_memory(machine_memory_bytes((v2,))) == driver_memory(min(host, 6 * GIB))
+    v1.write_text("9223372036854771712\n")  # v1's "no limit"
+    assert machine_memory_bytes((v1,)) == host
+
+
+def test_a_standalone_clusters_application_takes_a_few_cores(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECON_SPARK_CONF", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert submit_conf()["spark.cores.max"] == "2"
+    (tmp_path / "spark-defaults.conf").write_text("spark.cores.max 8\n")
+    assert "spark.cores.max" not in submit_conf()  # the cluster's own setting is kept
+    monkeypatch.setenv("RECON_SPARK_CONF", '{"spark.cores.max": "6"}')
+    assert submit_conf()["spark.cores.max"] == "6"
