@@ -243,6 +243,7 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
     lineage = stage_datasets(cfg)
     decode = StageOperator(
         task_id="decode",
+        pipeline_file=str(cfg.source_file),
         lineage=lineage["decode"],
         application_args=["decode", *args, "--allow-incomplete", _xcom("allow_incomplete")],
         depends_on_past=True,  # hour H+1 starts with what hour H carried out
@@ -251,6 +252,7 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
     merge_args = ["--tables", _xcom("tables"), "--rebuild", _xcom("rebuild")]
     merge = StageOperator(
         task_id="merge_publish",
+        pipeline_file=str(cfg.source_file),
         lineage=lineage["merge_publish"],
         application_args=["merge", *args, *merge_args],
         depends_on_past=True,  # the state of hour H is the input of H+1
@@ -261,6 +263,7 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
     )
     audit = StageOperator(
         task_id="audit",
+        pipeline_file=str(cfg.source_file),
         lineage=lineage["audit"],
         application_args=["audit", *args],
         trigger_rule="none_failed",  # runs after a skipped decode/merge (audit_only)

@@ -25,7 +25,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from recon.airflow.spark_app import app_info, stop_app
 from recon.appsocket import AppGone, request
-from recon.config import PipelineConfig, catalog_identifier
+from recon.config import PipelineConfig, catalog_identifier, load_config
+from recon.hours import parse_hour
+from recon.layout import read_json
 from recon.objstore import S3Folder, split
 
 Dataset = tuple[str, str]  # (namespace, name)
@@ -72,10 +74,15 @@ class StageOperator(SparkSubmitOperator):
     """A stage under spark-submit that tells OpenLineage its inputs and outputs."""
 
     def __init__(
-        self, *, lineage: tuple[list[Dataset], list[Dataset]] = ([], []), **kw: Any
+        self,
+        *,
+        lineage: tuple[list[Dataset], list[Dataset]] = ([], []),
+        pipeline_file: str = "",
+        **kw: Any,
     ) -> None:
         super().__init__(**kw)
         self.lineage_inputs, self.lineage_outputs = lineage
+        self.pipeline_file = pipeline_file
 
     def execute(self, context: Any) -> Any:
         """The stage in the run's Spark application when this task can reach it (see
@@ -100,7 +107,23 @@ class StageOperator(SparkSubmitOperator):
             summary = _read_summary(path)
             if summary is not None:
                 self.log.info("recon-summary %s", json.dumps(summary, sort_keys=True))
+                self._send_metrics(summary)
         return summary
+
+    def _send_metrics(self, summary: dict[str, Any]) -> None:
+        """The stage's metrics (`recon.airflow.metrics`); a failure to send is logged, never
+        the task's."""
+        from recon.airflow.metrics import send, stage_metrics
+
+        try:
+            reports = []
+            if summary.get("stage") == "audit":
+                cfg = load_config(self.pipeline_file)
+                hours = summary.get("verdicts") or {}
+                reports = [read_json(cfg.layout.report(parse_hour(h))) for h in hours]
+            send(*stage_metrics(str(summary["pipeline"]), str(summary["stage"]), summary, reports))
+        except Exception as err:  # noqa: BLE001 - metrics never fail a stage that ran
+            self.log.warning("recon metrics not sent: %s", err)
 
     _app: dict[str, Any] | None = None
 

@@ -28,6 +28,7 @@ from tests.support.airflow_services import PASSWORD, USER, AirflowServices
 from tests.support.browser import Browser
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 from tests.support.postgres import Postgres
+from tests.support.statsd import StatsdSink
 
 NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 START = NOW - timedelta(hours=3)
@@ -70,8 +71,16 @@ def _drop_scheduled_runs(af: AirflowServices) -> None:
 
 
 @pytest.fixture(scope="module")
+def statsd() -> Iterator[StatsdSink]:
+    """Where the services send Airflow's metrics, and the stages' (`recon.airflow.metrics`)."""
+    sink = StatsdSink()
+    yield sink
+    sink.close()
+
+
+@pytest.fixture(scope="module")
 def backfilled(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, statsd: StatsdSink
 ) -> Iterator[tuple[AirflowServices, Path, Postgres]]:
     """Production's shape (issue 13 items 2 and 3): Airflow's metadata database and the Iceberg
     catalog on PostgreSQL, the catalog's password read from the environment (`${...}`)."""
@@ -89,7 +98,9 @@ def backfilled(
         tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START, retention_hours=2,
         catalog=catalog,
     )  # fmt: skip
-    af = AirflowServices(tmp / "airflow", tmp / "pipelines", pg.uri("airflow"), **secret)
+    af = AirflowServices(
+        tmp / "airflow", tmp / "pipelines", pg.uri("airflow"), **secret, **statsd.env()
+    )
     try:
         af.start()
         af.wait(lambda: af._get(f"/api/v2/dags/{DAG}"), 180, f"{DAG} parsed")
@@ -165,6 +176,28 @@ def test_backfill_of_three_hours_equals_recon_run(
     for x in runs:
         tis = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{x['dag_run_id']}/taskInstances")
         assert {t["task_id"]: t["state"] for t in tis["task_instances"]}["expire"] == "success"
+
+
+def test_each_hour_sends_its_metrics(
+    backfilled: tuple[AirflowServices, Path, Postgres], statsd: StatsdSink
+) -> None:
+    """Through Airflow's StatsD client (`[metrics] statsd_on`): each audited hour's gauges and
+    verdict counter, and each stage's duration, as the hours' reports say."""
+    _, tmp, _ = backfilled
+    sink = statsd
+    assert sink.values("airflow.recon.bf.verdict.pass") == ["1|c"] * 3
+    reports = [
+        json.loads((tmp / "wh_dag" / "audit" / "bf" / format_hour(h) / "report.json").read_text())
+        for h in HOURS
+    ]
+    sent = [float(v.removesuffix("|g")) for v in sink.values("airflow.recon.bf.records")]
+    assert sent == [r["identity"]["records"]["read"] for r in reports] and min(sent) > 0
+    assert sink.values("airflow.recon.bf.verdict") == ["0|g"] * 3
+    for name in ("quarantined", "duplicates", "events", "lag_seconds"):
+        assert len(sink.values(f"airflow.recon.bf.{name}")) == 3, name
+    for stage in ("decode", "merge", "audit"):
+        assert len(sink.values(f"airflow.recon.bf.{stage}.seconds")) == 3, stage
+    assert sink.values("airflow.scheduler_heartbeat")  # Airflow's own, to the same listener
 
 
 def _login(b: Browser, url: str) -> None:
