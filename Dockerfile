@@ -12,11 +12,15 @@ RUN apt-get update \
 WORKDIR /opt/recon
 COPY . /opt/recon
 # scripts/setup.sh as `make setup` runs it, without the Debian packages only the tests need
-# (MariaDB, PostgreSQL, Chromium): the compose file has its own PostgreSQL
+# (MariaDB, PostgreSQL, Chromium): the compose file has its own PostgreSQL. The volumes' mount
+# points exist in the image, owned by the service user and writable by its group (root, as
+# Airflow's images do: the services run as ${AIRFLOW_UID}:0), so a named volume starts with that
+# ownership instead of root's.
 RUN RECON_SKIP_SYSTEM_PACKAGES=1 bash scripts/setup.sh \
  && useradd --uid 50000 --gid 0 --home-dir /opt/recon --no-create-home recon \
- && mkdir -p /opt/recon/demo-data /opt/airflow \
- && chown -R 50000:0 /opt/recon/demo-data /opt/airflow
+ && mkdir -p /opt/recon/demo-data /opt/airflow/logs \
+ && chown -R 50000:0 /opt/recon/demo-data /opt/airflow \
+ && chmod -R g=u /opt/recon/demo-data /opt/airflow
 
 ENV PATH=/opt/recon/.venv/bin:$PATH \
     PYSPARK_PYTHON=/opt/recon/.venv/bin/python \

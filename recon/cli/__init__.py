@@ -549,11 +549,18 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+DEMO_MAX_HOURS = 24
+"""The demo pipelines' DAGs schedule one day (`airflow.end_date` in pipelines/demo_*.yaml)."""
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from recon.demo.demo import default_parallel, run_demo
 
-    if args.hours < 2:
-        raise ReconError("--hours must be at least 2, so that something straddles an hour")
+    if not 2 <= args.hours <= DEMO_MAX_HOURS:
+        raise ReconError(
+            f"--hours must be from 2 (so that something straddles an hour) to "
+            f"{DEMO_MAX_HOURS} (the demo pipelines' day: their DAGs end with it)"
+        )
     if args.parallel is not None and args.parallel < 1:
         raise ReconError(f"--parallel {args.parallel}: give 1 or more pipelines at a time")
     run_demo(

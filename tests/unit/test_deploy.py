@@ -186,3 +186,26 @@ def test_tables_have_two_level_names_and_older_three_level_ones_stay_readable(
     assert identifier(cat, cfg, "s.new") == (f"{cfg.name}__s", "new")
     with pytest.raises(ConfigError, match="the same catalog name as s.Orders"):
         pipeline(tmp_path / "x", {"s.Orders": {}, "s.orders": {}})
+
+
+def test_the_services_volumes_and_processes_are_set_up_to_start(compose: dict[str, Any]) -> None:
+    """Read as the services would start: each named volume is mounted on a folder the image
+    makes (owned by the service user, group-writable: else Docker creates it root-owned and the
+    services, uid 50000, cannot write their logs), an init process reaps the Spark JVMs, and an
+    unpaused demo DAG schedules the demo's day, not every hour since it started."""
+    docker = (ROOT / "Dockerfile").read_text()
+    made = re.search(r"mkdir -p ([^\\&]+)", docker)
+    assert made is not None
+    folders = set(made.group(1).split())
+    assert "chmod -R g=u" in docker and "chown -R 50000:0" in docker
+    ours = {n: s for n, s in compose["services"].items() if s.get("build") == "."}
+    for name, s in ours.items():
+        assert s.get("init") is True, name
+        for v in s["volumes"]:
+            src, dst = v.split(":")[:2]
+            if src in compose["volumes"]:  # a named volume
+                assert dst in folders, (name, dst)
+    for p in sorted((ROOT / "pipelines").glob("demo_*.yaml")):
+        cfg = load_config(p)
+        assert cfg.airflow.end_date is not None, p
+        assert (cfg.airflow.end_date - cfg.start).total_seconds() <= 23 * 3600, p
