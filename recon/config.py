@@ -54,6 +54,7 @@ _TOP_KEYS = {
     "dump",
     "max_record_bytes",
     "airflow",
+    "notify",
 }
 _REQUIRED = ("name", "format", "raw_path", "topics", "warehouse", "start", "tables")
 WRITE_MODES = ("copy-on-write", "merge-on-read")
@@ -61,6 +62,8 @@ DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and pub
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 _AIRFLOW_KEYS = {"owner", "pool", "queue", "retries", "end_date", "tags"}
+_NOTIFY_KEYS = {"email", "from", "smtp_conn_id"}
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 _AIRFLOW_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
 _DUMP_KEYS = {"layout", "path_format", "grace_minutes", "separator"}
 _TOPIC_KEYS = {"name", "transactional", "compacted"}
@@ -130,6 +133,17 @@ class AirflowConfig:
 
 
 @dataclass(frozen=True)
+class NotifyConfig:
+    """The pipeline YAML's `notify:` block: who hears of a failed task (a `fail` verdict fails
+    the audit task) and how (Airflow's SMTP notifier)."""
+
+    email: tuple[str, ...] = ()
+    sender: str | None = None
+    """`from`; None: the SMTP connection's `from_email`."""
+    smtp_conn_id: str = "smtp_default"
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     name: str
     format: Format
@@ -160,6 +174,7 @@ class PipelineConfig:
     snapshot_uri: str | None = None
     """`snapshot.path` given as `s3://...`, mirrored so at `snapshot_path`."""
     airflow: AirflowConfig = field(default_factory=AirflowConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
     description: str = ""
     """Free text: the DAG's documentation in the Airflow UI."""
 
@@ -401,6 +416,36 @@ def _airflow(path: Path, value: Any, start: datetime) -> AirflowConfig:
     )
 
 
+def _notify(path: Path, value: Any) -> NotifyConfig:
+    if value is None:
+        return NotifyConfig()
+    if not isinstance(value, dict):
+        raise _fail(path, "notify", "must be a mapping, e.g. {email: [oncall@example.com]}")
+    unknown = set(value) - _NOTIFY_KEYS
+    if unknown:
+        raise _fail(
+            path,
+            f"notify.{sorted(unknown)[0]}",
+            f"unknown option; valid options are {', '.join(sorted(_NOTIFY_KEYS))}",
+        )
+    emails = value.get("email") or []
+    if isinstance(emails, str):
+        emails = [emails]
+    if not isinstance(emails, list) or not all(
+        isinstance(e, str) and _EMAIL.match(e) for e in emails
+    ):
+        raise _fail(path, "notify.email", "must be a list of addresses, e.g. [oncall@example.com]")
+    sender = value.get("from")
+    if sender is not None and not (isinstance(sender, str) and _EMAIL.match(sender)):
+        raise _fail(path, "notify.from", "must be an address, e.g. recon@example.com")
+    conn = value.get("smtp_conn_id", NotifyConfig.smtp_conn_id)
+    if not (isinstance(conn, str) and _AIRFLOW_NAME.match(conn)):
+        raise _fail(
+            path, "notify.smtp_conn_id", "must be an Airflow connection id, e.g. smtp_default"
+        )
+    return NotifyConfig(tuple(emails), sender, conn)
+
+
 def _description(path: Path, value: Any) -> str:
     if value is None:
         return ""
@@ -628,6 +673,7 @@ def parse_config(data: Any, path: Path) -> PipelineConfig:
         tables=_tables(path, data["tables"]),
         audit=_audit(path, data.get("audit")),
         airflow=_airflow(path, data.get("airflow"), start),
+        notify=_notify(path, data.get("notify")),
         description=_description(path, data.get("description")),
         source_file=path,
     )

@@ -281,13 +281,44 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
     return app, decode, merge, audit, stop
 
 
+FAILURE_SUBJECT = "[recon] {{ dag.dag_id }}: {{ ti.task_id }} failed (run {{ run_id }})"
+FAILURE_BODY = (
+    "<p>{{ dag.dag_id }}: task {{ ti.task_id }} failed, try {{ ti.try_number }}.</p>"
+    "<p>{{ exception }}</p>"
+    "<p>Its log: {{ ti.log_url }}</p>"
+)
+"""A failed task's email (a `fail` verdict fails the audit task: its line says so and where the
+report is; a stage's error, the sensor's timeout)."""
+
+
+def failure_email(cfg: PipelineConfig) -> Any:
+    """The pipeline's `notify.email` through Airflow's SMTP notifier (its connection)."""
+    from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+    n = cfg.notify
+    return SmtpNotifier(
+        to=list(n.email),
+        from_email=n.sender,
+        subject=FAILURE_SUBJECT,
+        html_content=FAILURE_BODY,
+        smtp_conn_id=n.smtp_conn_id,
+    )
+
+
 def _airflow_options(cfg: PipelineConfig) -> dict[str, Any]:
     """The DAG's arguments the pipeline's `airflow:` block and `description` set."""
     af = cfg.airflow
     queue = {"queue": af.queue} if af.queue else {}
+    alerts = {"on_failure_callback": [failure_email(cfg)]} if cfg.notify.email else {}
     return {
         "end_date": af.end_date,
-        "default_args": {**RETRY, "owner": af.owner, "retries": af.retries, **queue},
+        "default_args": {
+            **RETRY,
+            "owner": af.owner,
+            "retries": af.retries,
+            **queue,
+            **alerts,
+        },  # fmt: skip
         "tags": list(dict.fromkeys(["recon", cfg.format, *af.tags])),
         "doc_md": cfg.description or __doc__,
     }

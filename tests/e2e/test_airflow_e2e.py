@@ -25,6 +25,7 @@ from recon.publish.export import export_rows
 from recon.publish.iceberg import load_table
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 from tests.support.s3 import make_bucket, moto_server, upload, use_s3
+from tests.support.smtp import SmtpSink
 
 START = datetime(2026, 6, 1, 0, tzinfo=UTC)
 H0, H1 = START, START + timedelta(hours=1)
@@ -151,22 +152,43 @@ def _stages_reported_their_lineage(lineage_file: Path, bucket: str) -> None:
     assert merge["outputs"][0]["namespace"] == f"{bucket}/ice"
 
 
-def _failing_pipeline(tmp_path: Path, name: str) -> None:
+def _failing_pipeline(tmp_path: Path, name: str, **extra: object) -> None:
     """A pipeline whose hour H0 has a garbage record: its audit's verdict is `fail`."""
     recs = sample.to_records(sample.encode_canal_json(sample.workload(START, 1, 6, seed=3)), name)
     recs.append(RawRecord(name, 0, len(recs), None, b"\x00garbage", recs[-1].ts_ms))
     write_dump(tmp_path / "raw", name, recs, "jsonl", [H0])
-    write_canal_pipeline(tmp_path / "pipelines", name, tmp_path / "raw", tmp_path / "wh", START)
+    write_canal_pipeline(
+        tmp_path / "pipelines", name, tmp_path / "raw", tmp_path / "wh", START, **extra
+    )
 
 
 def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -> None:
-    """Issue 12 item 5: the audit's `fail` makes the DAG run red and no Asset event is sent
-    (the leaf used to run on all_done and the run was green)."""
-    _failing_pipeline(tmp_path, "af")
+    """The audit's `fail` makes the DAG run red, no Asset event is sent (the leaf used to run on
+    all_done and the run was green), and the pipeline's `notify.email` gets one email, from the
+    failed audit task, through Airflow's SMTP notifier (a local SMTP server)."""
+    smtp = SmtpSink()
+    _failing_pipeline(tmp_path, "af", notify={"email": ["oncall@example.com"]})
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
+    env["AIRFLOW_CONN_SMTP_DEFAULT"] = smtp.connection()
     migrate(env)
     log = tmp_path / "dag.log"
-    assert dags_test(env, "recon_af", format_hour(H0), log=log) == "failed", log.read_text()[-3000:]
+    try:
+        state = dags_test(env, "recon_af", format_hour(H0), log=log)
+    finally:
+        smtp.stop()
+    assert state == "failed", log.read_text()[-3000:]
+    assert len(smtp.messages) == 1, smtp.messages
+    to, mail = smtp.messages[0]
+    assert to == ["oncall@example.com"] and mail["From"] == "recon@test"
+    assert mail["Subject"].startswith("[recon] recon_af: audit failed")
+    body = (
+        mail.get_payload(decode=True)
+        if not mail.is_multipart()
+        else b"".join(
+            p.get_payload(decode=True) or b"" for p in mail.walk() if not p.is_multipart()
+        )
+    )
+    assert b"audit verdict fail for hour(s) " + format_hour(H0).encode() in body
     # the audit ran in the run's Spark application and failed there; a failed stage stops the
     # application, so a retry (or a clear) starts from a fresh process
     text = log.read_text()

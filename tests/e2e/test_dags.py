@@ -130,10 +130,13 @@ def test_the_airflow_block_and_description_reach_the_dag(tmp_path: Path) -> None
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     text = (ROOT / "pipelines" / "demo_canal_json.yaml").read_text()
-    text += (
+    demo_day = "airflow: {end_date: 2026-11-20T23:00:00Z}\n"
+    assert demo_day in text
+    text = text.replace(
+        demo_day,
         'description: "# Shop orders\\n\\nOwned by the data team."\n'
         "airflow: {owner: data-eng, pool: spark_small, queue: spark, retries: 4, "
-        "end_date: '2026-12-01T00:00:00Z', tags: [shop, tier1]}\n"
+        "end_date: '2026-12-01T00:00:00Z', tags: [shop, tier1]}\n",
     )
     (pipelines / "demo_canal_json.yaml").write_text(
         text.replace("../demo-data", str(ROOT / "demo-data"))

@@ -108,6 +108,8 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
             "`airflow.tags`: must be a list",
         ),
         (("warehouse: wh", "warehouse: wh\ndescription: [x]"), "`description`: must be text"),
+        (("warehouse: wh", "warehouse: wh\nnotify: {email: [oncall]}"), "`notify.email`: must be"),
+        (("warehouse: wh", "warehouse: wh\nnotify: {slack: x}"), "`notify.slack`: unknown option"),
         # issue 13 item 5: an object store used to become a local folder named "s3:" silently
         (("warehouse: wh", "warehouse: s3://bucket/wh"), "`warehouse`: s3:// is not supported"),
         (("raw_path: /data/raw", "raw_path: gs://b/raw"), "`raw_path`: gs:// is not supported"),

@@ -182,6 +182,7 @@ def test_the_schema_and_the_loader_take_the_same_keys() -> None:
     assert _props(props["tables"]["additionalProperties"]) == config._TABLE_KEYS
     assert _props(props["audit"]) == config._AUDIT_KEYS
     assert _props(props["airflow"]) == config._AIRFLOW_KEYS
+    assert _props(props["notify"]) == config._NOTIFY_KEYS
     assert _props(props["dump"]) == config._DUMP_KEYS
     assert _props(props["snapshot"]) == {"path"}
     (name, topic) = props["topics"]["items"]["oneOf"]
