@@ -351,18 +351,26 @@ def _catalog_part(name: str) -> str:
     return _UNSAFE.sub("_", name.lower())
 
 
-def _audit(path: Path, value: Any) -> AuditConfig:
+def _block(path: Path, key: str, value: Any, keys: set[str], example: str) -> dict[str, Any] | None:
+    """A mapping of known options (None: the block is left out), or a one-line error."""
     if value is None:
-        return AuditConfig()
+        return None
     if not isinstance(value, dict):
-        raise _fail(path, "audit", "must be a mapping, e.g. {fail_on: [offset_gap]}")
-    unknown = set(value) - _AUDIT_KEYS
+        raise _fail(path, key, f"must be a mapping, e.g. {example}")
+    unknown = set(value) - keys
     if unknown:
         raise _fail(
             path,
-            f"audit.{sorted(unknown)[0]}",
-            f"unknown option; valid options are {', '.join(sorted(_AUDIT_KEYS))}",
+            f"{key}.{sorted(unknown)[0]}",
+            f"unknown option; valid options are {', '.join(sorted(keys))}",
         )
+    return value
+
+
+def _audit(path: Path, value: Any) -> AuditConfig:
+    value = _block(path, "audit", value, _AUDIT_KEYS, "{fail_on: [offset_gap]}")
+    if value is None:
+        return AuditConfig()
     fail_on = AuditConfig.fail_on
     if "fail_on" in value:
         fail_on = _str_list(path, "audit.fail_on", value["fail_on"])
@@ -380,17 +388,9 @@ def _audit(path: Path, value: Any) -> AuditConfig:
 
 
 def _airflow(path: Path, value: Any, start: datetime) -> AirflowConfig:
+    value = _block(path, "airflow", value, _AIRFLOW_KEYS, "{owner: data-eng, retries: 2}")
     if value is None:
         return AirflowConfig()
-    if not isinstance(value, dict):
-        raise _fail(path, "airflow", "must be a mapping, e.g. {owner: data-eng, retries: 2}")
-    unknown = set(value) - _AIRFLOW_KEYS
-    if unknown:
-        raise _fail(
-            path,
-            f"airflow.{sorted(unknown)[0]}",
-            f"unknown option; valid options are {', '.join(sorted(_AIRFLOW_KEYS))}",
-        )
     names = {k: value.get(k) for k in ("owner", "pool", "queue")}
     for k, v in names.items():
         if v is not None and not (isinstance(v, str) and _AIRFLOW_NAME.match(v)):
@@ -417,17 +417,9 @@ def _airflow(path: Path, value: Any, start: datetime) -> AirflowConfig:
 
 
 def _notify(path: Path, value: Any) -> NotifyConfig:
+    value = _block(path, "notify", value, _NOTIFY_KEYS, "{email: [oncall@example.com]}")
     if value is None:
         return NotifyConfig()
-    if not isinstance(value, dict):
-        raise _fail(path, "notify", "must be a mapping, e.g. {email: [oncall@example.com]}")
-    unknown = set(value) - _NOTIFY_KEYS
-    if unknown:
-        raise _fail(
-            path,
-            f"notify.{sorted(unknown)[0]}",
-            f"unknown option; valid options are {', '.join(sorted(_NOTIFY_KEYS))}",
-        )
     emails = value.get("email") or []
     if isinstance(emails, str):
         emails = [emails]
