@@ -134,7 +134,7 @@ class S3Folder:
     @property
     def path(self) -> str:
         """`bucket/key`, as pyarrow names it."""
-        return self.uri[len(SCHEME) :]
+        return split_path(self.uri)
 
     def relative_to(self, other: S3Folder) -> PurePosixPath:
         return PurePosixPath(self.path).relative_to(other.path)
@@ -142,16 +142,7 @@ class S3Folder:
     def entries(self) -> list[Any]:
         """The folder's files and sub-folders (none for a prefix that holds nothing; a bucket
         that does not exist is a `StoreError`, not an empty folder)."""
-        from pyarrow.fs import FileSelector, FileType
-
-        fs = filesystem()
-        try:
-            found = list(fs.get_file_info(FileSelector(self.path, allow_not_found=True)))
-            if not found and fs.get_file_info(split(self.uri)[0]).type == FileType.NotFound:
-                raise OSError("NO_SUCH_BUCKET")
-        except OSError as err:
-            raise explain(self.uri, err) from None
-        return found
+        return _listed(self.uri, recursive=False)
 
     def files(self) -> dict[str, int]:
         """Name -> size of the folder's files."""
@@ -166,9 +157,6 @@ class S3Folder:
             (self / e.base_name for e in self.entries() if e.type == FileType.Directory),
             key=str,
         )
-
-    def is_dir(self) -> bool:
-        return bool(self.entries())
 
 
 def mirrored(uri: str, mirror: Path) -> Path:
@@ -197,7 +185,16 @@ def local_copies(
     return [mirrored(u, mirror) if is_s3(u) else Path(u) for u in uris]
 
 
+def _copy(src: str, dst: str, src_fs: Any, dst_fs: Any) -> None:
+    """One file from one file system to another (pyarrow's copy, streamed)."""
+    from pyarrow.fs import copy_files as copy
+
+    copy(src, dst, source_filesystem=src_fs, destination_filesystem=dst_fs)
+
+
 def _fetch(fs: Any, uri: str, mirror: Path, size: int | None) -> None:
+    from pyarrow.fs import LocalFileSystem
+
     dst = mirrored(uri, mirror)
     try:
         if size is None:
@@ -209,16 +206,31 @@ def _fetch(fs: Any, uri: str, mirror: Path, size: int | None) -> None:
             return
         dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex[:8]}.tmp")
-        with fs.open_input_stream(split_path(uri)) as src, open(tmp, "wb") as out:
-            while chunk := src.read(8 << 20):
-                out.write(chunk)
+        _copy(split_path(uri), str(tmp), fs, LocalFileSystem())
         os.replace(tmp, dst)
     except OSError as err:
         raise explain(uri, err) from None
 
 
 def split_path(uri: str) -> str:
+    """`bucket/key` of `s3://bucket/key`, as pyarrow names it."""
     return uri[len(SCHEME) :]
+
+
+def _listed(uri: str, recursive: bool) -> list[Any]:
+    """What is under a prefix (nothing for one that holds nothing; a bucket that does not exist
+    is a `StoreError`, not an empty folder)."""
+    from pyarrow.fs import FileSelector, FileType
+
+    fs = filesystem()
+    selector = FileSelector(split_path(uri).rstrip("/"), recursive=recursive, allow_not_found=True)
+    try:
+        found = list(fs.get_file_info(selector))
+        if not found and fs.get_file_info(split(uri)[0]).type == FileType.NotFound:
+            raise OSError("NO_SUCH_BUCKET")
+    except OSError as err:
+        raise explain(uri, err) from None
+    return found
 
 
 def upload_tree(folder: Path, mirror: Path) -> list[str]:
@@ -227,14 +239,14 @@ def upload_tree(folder: Path, mirror: Path) -> list[str]:
     files = sorted(
         p for p in folder.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
     )
+    from pyarrow.fs import LocalFileSystem
+
     fs = filesystem()
 
     def put(p: Path) -> str:
         uri = uri_of(p, mirror)
         try:
-            with open(p, "rb") as src, fs.open_output_stream(split_path(uri)) as out:
-                while chunk := src.read(8 << 20):
-                    out.write(chunk)
+            _copy(str(p), split_path(uri), LocalFileSystem(), fs)
         except OSError as err:
             raise explain(uri, err) from None
         return uri
@@ -261,18 +273,13 @@ def remove(uris: Iterable[str], mirror: Path) -> None:
 
 def list_files(uri: str) -> dict[str, int]:
     """URI -> size of every object under a prefix."""
-    from pyarrow.fs import FileSelector, FileType
+    from pyarrow.fs import FileType
 
-    fs = filesystem()
-    try:
-        infos = fs.get_file_info(
-            FileSelector(split_path(uri).rstrip("/"), recursive=True, allow_not_found=True)
-        )
-        if not infos and fs.get_file_info(split(uri)[0]).type == FileType.NotFound:
-            raise OSError("NO_SUCH_BUCKET")
-    except OSError as err:
-        raise explain(uri, err) from None
-    return {SCHEME + i.path: int(i.size) for i in infos if i.type == FileType.File}
+    return {
+        SCHEME + i.path: int(i.size)
+        for i in _listed(uri, recursive=True)
+        if i.type == FileType.File
+    }
 
 
 def check_access(uri: str, write: bool) -> None:

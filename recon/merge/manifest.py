@@ -182,16 +182,25 @@ def unloaded_snapshot_bytes(cfg: PipelineConfig, man: Manifest) -> int:
         return 0
     pending = [n for n in cfg.tables if snapshot_pending(man, n)]
     if cfg.snapshot_uri is not None:
-        if not pending:
-            return 0
-        folders = tuple(f"{cfg.snapshot_uri}/{n}/" for n in pending)
-        return sum(s for u, s in list_files(cfg.snapshot_uri).items() if u.startswith(folders))
+        return sum(snapshot_objects(cfg.snapshot_uri, pending).values()) if pending else 0
     return sum(
         size
         for name in cfg.tables
         if snapshot_pending(man, name)
         for _, size, _ in folder_files(cfg.snapshot_path / name)
     )
+
+
+def snapshot_objects(uri: str, names: list[str], watermark: bool = False) -> dict[str, int]:
+    """URI -> size of a snapshot on S3's objects: the folders of tables `names`, and its
+    `_watermark.json` when `watermark`."""
+    base = uri.rstrip("/")
+    folders = tuple(f"{base}/{n}/" for n in names)
+    return {
+        u: size
+        for u, size in list_files(base).items()
+        if u.startswith(folders) or (watermark and u == f"{base}/_watermark.json")
+    }
 
 
 def state_rows(man: Manifest) -> int:

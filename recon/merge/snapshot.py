@@ -18,7 +18,8 @@ from recon.core.values import INTEGER_LOGICAL
 from recon.core.watermark import Watermark, watermark_from_doc
 from recon.errors import ConfigError, ReconError
 from recon.merge.contributions import row_key
-from recon.objstore import list_files, local_copies
+from recon.merge.manifest import snapshot_objects
+from recon.objstore import local_copies
 
 
 def copy_snapshot(cfg: PipelineConfig, names: list[str]) -> None:
@@ -26,13 +27,10 @@ def copy_snapshot(cfg: PipelineConfig, names: list[str]) -> None:
     `names` copied to `snapshot_path`, the files not copied yet (`local_copies`)."""
     if cfg.snapshot_uri is None:
         return
-    base = cfg.snapshot_uri.rstrip("/")
-    folders = tuple(f"{base}/{n}/" for n in names)
-    files = {
-        u: size
-        for u, size in list_files(base).items()
-        if u == f"{base}/_watermark.json" or u.startswith(folders)
-    }
+    assert cfg.snapshot_path is not None
+    if not names and (cfg.snapshot_path / "_watermark.json").is_file():
+        return  # every table loaded it; its watermark is copied: nothing to list every hour
+    files = snapshot_objects(cfg.snapshot_uri, names, watermark=True)
     local_copies(list(files), cfg.layout.object_mirror, files)
 
 
