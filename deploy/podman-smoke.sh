@@ -34,6 +34,6 @@ echo "podman-smoke: master up with $n workers"
 "${run[@]}" --rm \
   -e AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1", "port": 17077}' \
   -e RECON_SPARK_CONF='{"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.shuffle.readHostLocalDisk": "false"}' \
-  "$image" bash -c "airflow db migrate >/dev/null && recon demo --airflow-from-environment"
+  "$image" bash -c "airflow db migrate >/dev/null && python -m recon.airflow.pool && recon demo --airflow-from-environment"
 apps=$(curl -s http://127.0.0.1:18080/json/ | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["completedapps"]))')
 echo "podman-smoke: $apps applications completed on the containers' Spark master"

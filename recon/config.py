@@ -122,8 +122,9 @@ class AirflowConfig:
     """The pipeline YAML's `airflow:` block: how its DAG is owned, queued and scheduled."""
 
     owner: str = "recon"
-    pool: str | None = None
-    """The Airflow pool of the Spark stage tasks (None: Airflow's `default_pool`)."""
+    pool: str = "recon_spark"
+    """The Airflow pool of the Spark stage tasks (created by `python -m recon.airflow.pool`
+    where Airflow's database is set up)."""
     queue: str | None = None
     """The executor queue of every task (CeleryExecutor); None: the default queue."""
     retries: int = 2
@@ -408,7 +409,7 @@ def _airflow(path: Path, value: Any, start: datetime) -> AirflowConfig:
         raise _fail(path, "airflow.tags", "must be a list of tags, e.g. [shop, tier1]")
     return AirflowConfig(
         owner=names["owner"] or AirflowConfig.owner,
-        pool=names["pool"],
+        pool=names["pool"] or AirflowConfig.pool,
         queue=names["queue"],
         retries=retries,
         end_date=end,

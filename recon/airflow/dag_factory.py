@@ -238,7 +238,7 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
         or {"spark.pyspark.python": python, "spark.pyspark.driver.python": python},
         "env_vars": {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
         "name": f"recon-{cfg.name}",
-        **({"pool": cfg.airflow.pool} if cfg.airflow.pool else {}),
+        "pool": cfg.airflow.pool,
     }
     lineage = stage_datasets(cfg)
     decode = StageOperator(

@@ -47,6 +47,16 @@ def migrate(env: dict[str, str]) -> None:
     )
     if r.returncode != 0:
         raise ReconError(f"airflow db migrate failed: {(r.stderr or r.stdout).strip()[-300:]}")
+    # the stage tasks' pool (a task of a missing pool would wait, unscheduled, with no error)
+    r = subprocess.run(
+        [sys.executable, "-m", "recon.airflow.pool"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if r.returncode != 0:
+        raise ReconError(f"creating Airflow's pool failed: {(r.stderr or r.stdout).strip()[-300:]}")
 
 
 def dags_test(
@@ -203,6 +213,7 @@ def standalone(home: Path | None = None) -> int:
         f"{home / 'simple_auth_manager_passwords.json.generated'})",
         flush=True,
     )
+    migrate(env)  # and the stage tasks' pool, before the scheduler looks for it
     return subprocess.call([_airflow(), "standalone"], env=env)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -176,6 +178,22 @@ def test_backfill_of_three_hours_equals_recon_run(
     for x in runs:
         tis = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{x['dag_run_id']}/taskInstances")
         assert {t["task_id"]: t["state"] for t in tis["task_instances"]}["expire"] == "success"
+        # the Spark stages ran in the pool the database's setup created (recon.airflow.pool)
+        pools = {t["task_id"]: t["pool"] for t in tis["task_instances"]}
+        assert {pools[t] for t in ("spark_app", "decode", "merge_publish", "audit")} == {
+            "recon_spark"
+        }
+    assert af.api("GET", "/api/v2/pools/recon_spark")["slots"] == 2
+    # setting it up again (a second compose `up`) leaves the operator's pool as it is
+    again = subprocess.run(
+        [sys.executable, "-m", "recon.airflow.pool", "recon_spark", "7"],
+        env=af.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "left as it is" in again.stdout
+    assert af.api("GET", "/api/v2/pools/recon_spark")["slots"] == 2
 
 
 def test_each_hour_sends_its_metrics(

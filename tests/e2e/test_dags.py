@@ -119,7 +119,9 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["outlets"]["announce"] == ["demo_canal_pb__shop.orders"]
     wh = (ROOT / "demo-data" / "warehouse").resolve()
     assert d["outlet_uris"]["announce"] == [f"file://{wh}/iceberg/demo_canal_pb__shop/orders"]
-    assert d["owners"] == ["recon"] and set(d["pools"].values()) == {"default_pool"}
+    assert d["owners"] == ["recon"]
+    # the Spark stages share the recon_spark pool (`python -m recon.airflow.pool` creates it)
+    assert {t for t, p in d["pools"].items() if p == "recon_spark"} == set(stages)
     assert d["tables_param"]["items"] == {"type": "string", "enum": ["shop.orders"]}
     assert d["spark_conf"]["spark.pyspark.python"] == sys.executable
 

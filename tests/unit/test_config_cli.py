@@ -140,7 +140,7 @@ def test_bad_configs_give_one_line_with_key_and_fix(
 
 def test_the_airflow_block_is_read_with_its_defaults(tmp_path: Path) -> None:
     plain = load_config(_write(tmp_path, GOOD))
-    assert plain.airflow == AirflowConfig() and plain.airflow.pool is None
+    assert plain.airflow == AirflowConfig() and plain.airflow.pool == "recon_spark"
     block = "airflow: {owner: data-eng, pool: p1, retries: 0, end_date: 2026-12-01T00:00:00Z}\n"
     cfg = load_config(_write(tmp_path, GOOD + block + "description: Orders.\n"))
     assert cfg.airflow == AirflowConfig(
