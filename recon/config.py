@@ -62,7 +62,7 @@ DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and pub
 _TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 _AIRFLOW_KEYS = {"owner", "pool", "queue", "retries", "end_date", "tags"}
-_NOTIFY_KEYS = {"email", "from", "smtp_conn_id"}
+_NOTIFY_KEYS = {"email", "from", "smtp_conn_id", "slack_conn_id", "deadline_minutes"}
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 _AIRFLOW_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
 _DUMP_KEYS = {"layout", "path_format", "grace_minutes", "separator"}
@@ -142,6 +142,14 @@ class NotifyConfig:
     sender: str | None = None
     """`from`; None: the SMTP connection's `from_email`."""
     smtp_conn_id: str = "smtp_default"
+    slack_conn_id: str | None = None
+    """An Airflow Slack incoming-webhook connection the alerts are posted to (None: none)."""
+    deadline_minutes: int | None = None
+    """Alert when an hour is not published this many minutes after its end (None: no alert)."""
+
+    @property
+    def any(self) -> bool:
+        return bool(self.email or self.slack_conn_id)
 
 
 @dataclass(frozen=True)
@@ -431,12 +439,22 @@ def _notify(path: Path, value: Any) -> NotifyConfig:
     sender = value.get("from")
     if sender is not None and not (isinstance(sender, str) and _EMAIL.match(sender)):
         raise _fail(path, "notify.from", "must be an address, e.g. recon@example.com")
-    conn = value.get("smtp_conn_id", NotifyConfig.smtp_conn_id)
-    if not (isinstance(conn, str) and _AIRFLOW_NAME.match(conn)):
-        raise _fail(
-            path, "notify.smtp_conn_id", "must be an Airflow connection id, e.g. smtp_default"
-        )
-    return NotifyConfig(tuple(emails), sender, conn)
+    conns = {k: value.get(k) for k in ("smtp_conn_id", "slack_conn_id")}
+    for k, v in conns.items():
+        if v is not None and not (isinstance(v, str) and _AIRFLOW_NAME.match(v)):
+            raise _fail(path, f"notify.{k}", "must be an Airflow connection id, e.g. alerts")
+    minutes = value.get("deadline_minutes")
+    if minutes is not None and (not _whole(minutes) or not 1 <= minutes <= 7 * 24 * 60):
+        raise _fail(path, "notify.deadline_minutes", "must be whole minutes >= 1, e.g. 30")
+    if not (emails or conns["slack_conn_id"]):
+        raise _fail(path, "notify", "names no one to tell: give `email` or `slack_conn_id`")
+    return NotifyConfig(
+        tuple(emails),
+        sender,
+        conns["smtp_conn_id"] or NotifyConfig.smtp_conn_id,
+        conns["slack_conn_id"],
+        minutes,
+    )
 
 
 def _description(path: Path, value: Any) -> str:

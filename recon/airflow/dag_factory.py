@@ -29,6 +29,7 @@ from airflow.providers.standard.sensors.python import PythonSensor
 from airflow.sdk import DAG, Asset, Param, get_parsing_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from recon.airflow.alerts import deadline_alert, failure_notifiers
 from recon.airflow.lineage import StageOperator, stage_datasets, table_location
 from recon.airflow.spark_app import APP_TASK, SparkAppStart, SparkAppStop
 from recon.config import PipelineConfig, catalog_identifier, load_config, load_folder
@@ -281,35 +282,11 @@ def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[A
     return app, decode, merge, audit, stop
 
 
-FAILURE_SUBJECT = "[recon] {{ dag.dag_id }}: {{ ti.task_id }} failed (run {{ run_id }})"
-FAILURE_BODY = (
-    "<p>{{ dag.dag_id }}: task {{ ti.task_id }} failed, try {{ ti.try_number }}.</p>"
-    "<p>{{ exception }}</p>"
-    "<p>Its log: {{ ti.log_url }}</p>"
-)
-"""A failed task's email (a `fail` verdict fails the audit task: its line says so and where the
-report is; a stage's error, the sensor's timeout)."""
-
-
-def failure_email(cfg: PipelineConfig) -> Any:
-    """The pipeline's `notify.email` through Airflow's SMTP notifier (its connection)."""
-    from airflow.providers.smtp.notifications.smtp import SmtpNotifier
-
-    n = cfg.notify
-    return SmtpNotifier(
-        to=list(n.email),
-        from_email=n.sender,
-        subject=FAILURE_SUBJECT,
-        html_content=FAILURE_BODY,
-        smtp_conn_id=n.smtp_conn_id,
-    )
-
-
 def _airflow_options(cfg: PipelineConfig) -> dict[str, Any]:
     """The DAG's arguments the pipeline's `airflow:` block and `description` set."""
     af = cfg.airflow
     queue = {"queue": af.queue} if af.queue else {}
-    alerts = {"on_failure_callback": [failure_email(cfg)]} if cfg.notify.email else {}
+    alerts = {"on_failure_callback": failure_notifiers(cfg.notify)} if cfg.notify.any else {}
     return {
         "end_date": af.end_date,
         "default_args": {
@@ -321,6 +298,7 @@ def _airflow_options(cfg: PipelineConfig) -> dict[str, Any]:
         },  # fmt: skip
         "tags": list(dict.fromkeys(["recon", cfg.format, *af.tags])),
         "doc_md": cfg.description or __doc__,
+        "deadline": deadline_alert(cfg),
     }
 
 

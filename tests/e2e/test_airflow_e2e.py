@@ -26,6 +26,7 @@ from recon.publish.iceberg import load_table
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 from tests.support.s3 import make_bucket, moto_server, upload, use_s3
 from tests.support.smtp import SmtpSink
+from tests.support.webhook import WebhookSink
 
 START = datetime(2026, 6, 1, 0, tzinfo=UTC)
 H0, H1 = START, START + timedelta(hours=1)
@@ -164,19 +165,26 @@ def _failing_pipeline(tmp_path: Path, name: str, **extra: object) -> None:
 
 def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -> None:
     """The audit's `fail` makes the DAG run red, no Asset event is sent (the leaf used to run on
-    all_done and the run was green), and the pipeline's `notify.email` gets one email, from the
-    failed audit task, through Airflow's SMTP notifier (a local SMTP server)."""
-    smtp = SmtpSink()
-    _failing_pipeline(tmp_path, "af", notify={"email": ["oncall@example.com"]})
+    all_done and the run was green), and the pipeline's `notify` gets one email and one Slack
+    message, from the failed audit task, through Airflow's SMTP and Slack webhook notifiers
+    (a local SMTP server and a local HTTP server)."""
+    smtp, hook = SmtpSink(), WebhookSink()
+    notify = {"email": ["oncall@example.com"], "slack_conn_id": "oncall_slack"}
+    _failing_pipeline(tmp_path, "af", notify=notify)
     env = airflow_env(tmp_path / "airflow", tmp_path / "pipelines")
     env["AIRFLOW_CONN_SMTP_DEFAULT"] = smtp.connection()
+    env["AIRFLOW_CONN_ONCALL_SLACK"] = hook.connection()
     migrate(env)
     log = tmp_path / "dag.log"
     try:
         state = dags_test(env, "recon_af", format_hour(H0), log=log)
     finally:
         smtp.stop()
+        hook.stop()
     assert state == "failed", log.read_text()[-3000:]
+    [posted] = hook.texts()
+    assert "[recon] recon_af: task audit failed" in posted
+    assert "audit verdict fail for hour(s) " + format_hour(H0) in posted
     assert len(smtp.messages) == 1, smtp.messages
     to, mail = smtp.messages[0]
     assert to == ["oncall@example.com"] and mail["From"] == "recon@test"

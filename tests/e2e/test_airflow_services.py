@@ -31,6 +31,7 @@ from tests.support.browser import Browser
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 from tests.support.postgres import Postgres
 from tests.support.statsd import StatsdSink
+from tests.support.webhook import WebhookSink
 
 NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 START = NOW - timedelta(hours=3)
@@ -81,8 +82,16 @@ def statsd() -> Iterator[StatsdSink]:
 
 
 @pytest.fixture(scope="module")
+def webhook() -> Iterator[WebhookSink]:
+    """Where the `late` pipeline's alerts are posted (a Slack incoming-webhook connection)."""
+    sink = WebhookSink()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture(scope="module")
 def backfilled(
-    tmp_path_factory: pytest.TempPathFactory, statsd: StatsdSink
+    tmp_path_factory: pytest.TempPathFactory, statsd: StatsdSink, webhook: WebhookSink
 ) -> Iterator[tuple[AirflowServices, Path, Postgres]]:
     """Production's shape (issue 13 items 2 and 3): Airflow's metadata database and the Iceberg
     catalog on PostgreSQL, the catalog's password read from the environment (`${...}`)."""
@@ -100,8 +109,14 @@ def backfilled(
         tmp / "pipelines", "bf", tmp / "raw", tmp / "wh_dag", START, retention_hours=2,
         catalog=catalog,
     )  # fmt: skip
+    # paused until its test: no dump ever comes, its hours miss their deadline (one minute)
+    (tmp / "raw_late").mkdir()
+    notify = {"slack_conn_id": "late_slack", "deadline_minutes": 1}
+    write_canal_pipeline(tmp / "pipelines", "late", tmp / "raw_late", tmp / "wh_late", START,
+                         notify=notify)  # fmt: skip
+    hook = {"AIRFLOW_CONN_LATE_SLACK": webhook.connection()}
     af = AirflowServices(
-        tmp / "airflow", tmp / "pipelines", pg.uri("airflow"), **secret, **statsd.env()
+        tmp / "airflow", tmp / "pipelines", pg.uri("airflow"), **secret, **statsd.env(), **hook
     )
     try:
         af.start()
@@ -194,6 +209,33 @@ def test_backfill_of_three_hours_equals_recon_run(
     )
     assert "left as it is" in again.stdout
     assert af.api("GET", "/api/v2/pools/recon_spark")["slots"] == 2
+
+
+def test_an_hour_not_published_by_its_deadline_is_alerted(
+    backfilled: tuple[AirflowServices, Path, Postgres], webhook: WebhookSink
+) -> None:
+    """`notify.deadline_minutes`: Airflow's deadline alert. Unpaused, the `late` pipeline's DAG
+    catches up its first hour, whose dump never comes: the scheduler sees the hour not published
+    a minute after its end and the triggerer runs `recon.airflow.alerts.hour_late`, which posts
+    to the pipeline's Slack webhook."""
+    af = backfilled[0]
+    dag = "/api/v2/dags/recon_late"
+    af.wait(lambda: af._get(dag), 180, "recon_late parsed")
+    af.api("PATCH", dag, {"is_paused": False})
+    first = format_hour(START)
+    try:
+        texts = af.wait(webhook.texts, 300, "a deadline alert posted")
+    finally:
+        af.api("PATCH", dag, {"is_paused": True})
+        for r in af.api("GET", f"{dag}/dagRuns")["dag_runs"]:
+            if r["state"] in ("queued", "running"):
+                af.api("PATCH", f"{dag}/dagRuns/{r['dag_run_id']}", {"state": "failed"})
+    assert any(
+        t.startswith(f"[recon] recon_late: hour {first} is not published 1 min after its end")
+        for t in texts
+    ), texts
+    runs = af.api("GET", f"{dag}/dagRuns")["dag_runs"]
+    assert {r["run_type"] for r in runs} == {"scheduled"}
 
 
 def test_each_hour_sends_its_metrics(

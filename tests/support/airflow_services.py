@@ -1,4 +1,4 @@
-"""A running Airflow for tests: dag-processor, scheduler (LocalExecutor) and api-server as separate
+"""A running Airflow for tests: dag-processor, scheduler (LocalExecutor), triggerer and api-server as separate
 processes on a throwaway home with the SQLite metadata database, this project's dags/ and
 plugins/, a known user, and the REST API to drive it. What `airflow standalone` starts, with
 the port and the password under the test's control."""
@@ -64,6 +64,7 @@ class AirflowServices:
             ("api-server", ["api-server", "--port", str(self.port)]),
             ("dag-processor", ["dag-processor"]),
             ("scheduler", ["scheduler"]),
+            ("triggerer", ["triggerer"]),  # runs the deadline alerts' callbacks
         ):
             log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
             self.procs.append(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from recon.config import AirflowConfig, load_config, load_folder
+from recon.config import AirflowConfig, NotifyConfig, load_config, load_folder
 from recon.errors import ConfigError
 from tests.conftest import ROOT
 
@@ -110,6 +110,15 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
         (("warehouse: wh", "warehouse: wh\ndescription: [x]"), "`description`: must be text"),
         (("warehouse: wh", "warehouse: wh\nnotify: {email: [oncall]}"), "`notify.email`: must be"),
         (("warehouse: wh", "warehouse: wh\nnotify: {slack: x}"), "`notify.slack`: unknown option"),
+        (("warehouse: wh", "warehouse: wh\nnotify: {from: a@b.c}"), "`notify`: names no one"),
+        (
+            ("warehouse: wh", "warehouse: wh\nnotify: {slack_conn_id: a, deadline_minutes: 0}"),
+            "`notify.deadline_minutes`: must be whole minutes",
+        ),
+        (
+            ("warehouse: wh", "warehouse: wh\nnotify: {slack_conn_id: 'a b'}"),
+            "`notify.slack_conn_id`: must be an Airflow connection id",
+        ),
         # issue 13 item 5: an object store used to become a local folder named "s3:" silently
         (("warehouse: wh", "warehouse: s3://bucket/wh"), "`warehouse`: s3:// is not supported"),
         (("raw_path: /data/raw", "raw_path: gs://b/raw"), "`raw_path`: gs:// is not supported"),
@@ -147,6 +156,10 @@ def test_the_airflow_block_is_read_with_its_defaults(tmp_path: Path) -> None:
         owner="data-eng", pool="p1", retries=0, end_date=datetime(2026, 12, 1, tzinfo=UTC)
     )
     assert cfg.description == "Orders."
+    alerts = "notify: {slack_conn_id: oncall_slack, deadline_minutes: 30}\n"
+    n = load_config(_write(tmp_path, GOOD + alerts)).notify
+    assert n == NotifyConfig(slack_conn_id="oncall_slack", deadline_minutes=30) and n.any
+    assert not load_config(_write(tmp_path, GOOD)).notify.any
 
 
 def test_broken_yaml_and_missing_keys(tmp_path: Path) -> None:
