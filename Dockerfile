@@ -11,8 +11,8 @@ RUN apt-get update \
 
 WORKDIR /opt/recon
 COPY . /opt/recon
-# scripts/setup.sh as `make setup` runs it, without the Debian packages only the tests need
-# (MariaDB, PostgreSQL, Chromium): the compose file has its own PostgreSQL. The volumes' mount
+# scripts/setup.sh as `make setup` runs it (its C compiler is installed above; what only the tests
+# need, MariaDB, PostgreSQL and Chromium, is not: the compose file has its own PostgreSQL). The volumes' mount
 # points exist in the image, owned by the service user and writable by its group (root, as
 # Airflow's images do: the services run as ${AIRFLOW_UID}:0), so a named volume starts with that
 # ownership instead of root's.

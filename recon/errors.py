@@ -3,7 +3,7 @@
 EXIT_USER_ERROR = 2
 """A command's or stage job's exit code for a user error (one line on stderr)."""
 EXIT_VERDICT_FAIL = 3
-"""`jobs/stage.py audit`'s exit code when an hour's verdict is `fail`: an answer, which the
+"""`recon/jobs/stage.py audit`'s exit code when an hour's verdict is `fail`: an answer, which the
 DAG's audit task does not retry; any other failure (exit 1, a traceback) is retried."""
 
 

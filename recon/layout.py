@@ -42,8 +42,27 @@ from typing import IO, Any
 
 from recon.rawdumps import SPARK_KAFKA_DUMP, DumpConfig, Root, dump_files, hour_folder
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-"""The project checkout (pipelines/, jobs/, dags/ beside the package; editable install)."""
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = PACKAGE_DIR.parent
+"""The project checkout (pipelines/, dags/, docs/ beside the package; editable install), or
+site-packages when the package is installed from a wheel."""
+CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file() and (PROJECT_ROOT / "pipelines").is_dir()
+
+
+def shipped(rel: str) -> Path:
+    """A file of the checkout the package needs (`dags/recon_pipelines.py`, the demo pipelines,
+    `docs/reference/pipeline.schema.json`): the checkout's own, else the copy a wheel carries
+    under `recon/_shipped/` (setup.py)."""
+    return (PROJECT_ROOT if CHECKOUT else PACKAGE_DIR / "_shipped") / rel
+
+
+def demo_home() -> Path:
+    """Where `recon demo` keeps its pipelines (`pipelines/`) and data (`demo-data/`):
+    `RECON_DEMO_HOME`, else the checkout, else (an installed package) the current folder."""
+    home = os.environ.get("RECON_DEMO_HOME")
+    if home:
+        return Path(home).resolve()
+    return PROJECT_ROOT if CHECKOUT else Path.cwd().resolve()
 
 
 def hour_text(hour: datetime) -> str:
@@ -79,12 +98,12 @@ def partition_folder(column: str, value: str) -> str:
 
 def pipelines_dir() -> Path:
     """The folder of pipeline YAMLs the DAGs and the UI read (`RECON_PIPELINES_DIR`)."""
-    return Path(os.environ.get("RECON_PIPELINES_DIR", PROJECT_ROOT / "pipelines"))
+    return Path(os.environ.get("RECON_PIPELINES_DIR", demo_home() / "pipelines"))
 
 
-STAGE_JOB = PROJECT_ROOT / "jobs" / "stage.py"
-APP_JOB = PROJECT_ROOT / "jobs" / "app.py"
-DEMO_DATA = PROJECT_ROOT / "demo-data"
+STAGE_JOB = PACKAGE_DIR / "jobs" / "stage.py"
+APP_JOB = PACKAGE_DIR / "jobs" / "app.py"
+DEMO_DATA = demo_home() / "demo-data"
 
 
 @dataclass(frozen=True)

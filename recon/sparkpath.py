@@ -8,7 +8,12 @@ installed package's cached bytecode), and each Python task re-read the zips' dir
 is the pip-installed pyspark this interpreter imports (local runs, the demo), the zips hold the
 very same files, so they are taken off the path; on a cluster's own Spark they stay.
 
-`prefer_installed_pyspark()` runs first in the spark-submit entry scripts (`jobs/`); run as
+`overwritten_pyspark()` says when pyspark's own Python files are not its own: the Airflow Spark
+provider depends on `pyspark-client`, whose files (an older version) overwrite pyspark's when
+pip installs it after pyspark; Spark's Python workers then fail with a serializer error. `make
+setup` reinstalls pyspark; a user's `pip install` of the package must too (docs/deployment.md).
+
+`prefer_installed_pyspark()` runs first in the spark-submit entry scripts (`recon/jobs/`); run as
 `python -m recon.sparkpath` this module is Spark's Python daemon (`spark.python.daemon.module`,
 set by `recon.spark.session.get_spark` for a local master on this interpreter), whose forked
 workers inherit the path.
@@ -29,6 +34,27 @@ def _installed(name: str, path: list[str]) -> str | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return os.path.realpath(list(spec.submodule_search_locations)[0])
+
+
+def overwritten_pyspark() -> str | None:
+    """One line naming the fix when pyspark's files (its `version.py` says) are another
+    version's than the installed pyspark's, else None."""
+    pkg = _installed("pyspark", sys.path)
+    recorded = _version(pkg) if pkg else None
+    if pkg is None or recorded is None:
+        return None
+    try:
+        with open(os.path.join(pkg, "version.py"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    if f"'{recorded}'" in text or f'"{recorded}"' in text:
+        return None
+    return (
+        f"pyspark {recorded}'s Python files were overwritten by another version's (pyspark-client, "
+        f"which the Airflow Spark provider installs): run `{sys.executable} -m pip install "
+        f"--force-reinstall --no-deps pyspark=={recorded}`"
+    )
 
 
 def _version(pkg_dir: str) -> str | None:

@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ -z "${RECON_SKIP_SYSTEM_PACKAGES:-}" ]; then  # the Dockerfile skips the test-only ones
-  bash scripts/system-packages.sh
+if [ -z "${RECON_SKIP_SYSTEM_PACKAGES:-}" ]; then  # the Dockerfile installs its own compiler
+  bash scripts/system-packages.sh build  # a C compiler; the tests' servers: scripts/run-tests.sh
 fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

@@ -1,7 +1,7 @@
 """One Airflow DAG per pipeline YAML: `recon_<name>`, built from the validated config.
 
 Per hour a run waits for the dump to be complete (every topic's, by its layout's rule, in reschedule mode
-with a timeout), then runs decode, merge + publish and the audit (`jobs/stage.py`) against the
+with a timeout), then runs decode, merge + publish and the audit (`recon/jobs/stage.py`) against the
 `spark_default` connection (local[*] with this venv's interpreter unless the connection says
 otherwise): in one Spark application the run's setup task starts and its teardown stops
 (`recon.airflow.spark_app`), or a spark-submit each when a task cannot reach it. Then it
@@ -227,7 +227,7 @@ def _xcom(key: str) -> str:
 
 
 def _stage_operators(cfg: PipelineConfig, spark_conf: dict[str, str]) -> tuple[Any, ...]:
-    """The run's Spark application (setup), decode, merge_publish, audit (`jobs/stage.py`, in
+    """The run's Spark application (setup), decode, merge_publish, audit (`recon/jobs/stage.py`, in
     that application or under spark-submit) and the application's teardown."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     args = ["--pipeline", str(cfg.source_file), "--from", _xcom("from"), "--to", _xcom("to")]

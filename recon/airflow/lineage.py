@@ -87,7 +87,7 @@ class StageOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> Any:
         """The stage in the run's Spark application when this task can reach it (see
         `recon.airflow.spark_app`), else spark-submit as usual; its output folded into a log
-        group; then the stage's structured summary (`jobs/stage.py --summary-file`), which the
+        group; then the stage's structured summary (`recon/jobs/stage.py --summary-file`), which the
         task log shows right after the folded group and which is the task's XCom."""
         fd, path = tempfile.mkstemp(prefix="recon-summary-", suffix=".json")
         os.close(fd)

@@ -111,7 +111,7 @@ def stop_app(info: dict[str, Any], timeout_s: float | None = 60.0) -> None:
 
 
 class SparkAppStart(SparkSubmitOperator):
-    """Setup: `jobs/app.py` under the connection's spark-submit, detached; returns where to
+    """Setup: `recon/jobs/app.py` under the connection's spark-submit, detached; returns where to
     reach it (XCom), or None when it cannot serve this run (the stages then spark-submit)."""
 
     def execute(self, context: Any) -> dict[str, Any] | None:  # type: ignore[override]

@@ -87,7 +87,7 @@ def hour_reports(cfg: PipelineConfig, limit: int = MAX_HOURS_LISTED) -> list[dic
 
 
 def run_prefix(run_id: str) -> str:
-    """The run id the DAG passes to the stages (jobs/stage.py appends `_<hour>`)."""
+    """The run id the DAG passes to the stages (recon/jobs/stage.py appends `_<hour>`)."""
     return run_id.replace(":", "_").replace("+", "_") + "_"
 
 

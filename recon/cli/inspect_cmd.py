@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from recon.errors import ReconError
 from recon.formats import FORMATS
-from recon.layout import PROJECT_ROOT
+from recon.layout import shipped
 from recon.rawdumps import KAFKA_CONNECT_S3
 
 if TYPE_CHECKING:  # read when the command runs (pyarrow, the decoders)
     from recon.ops.inspect import RawInfo, SnapshotInfo, TopicInfo
 
-SCHEMA = PROJECT_ROOT / "docs" / "reference" / "pipeline.schema.json"
+SCHEMA = shipped("docs/reference/pipeline.schema.json")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from recon.errors import ReconError
-from recon.layout import DEMO_DATA, PROJECT_ROOT
+from recon.layout import CHECKOUT, DEMO_DATA, PROJECT_ROOT, demo_home, shipped
 
 
 def airflow_env(home: Path, pipelines: Path, master: str = "local[2]") -> dict[str, str]:
@@ -25,8 +25,11 @@ def airflow_env(home: Path, pipelines: Path, master: str = "local[2]") -> dict[s
         os.environ,
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT_ROOT / "dags"),
-        AIRFLOW__CORE__PLUGINS_FOLDER=str(PROJECT_ROOT / "plugins"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(shipped("dags/recon_pipelines.py").parent),
+        # the recon plugin comes by the package's entry point; this folder is for the user's own
+        AIRFLOW__CORE__PLUGINS_FOLDER=str(
+            PROJECT_ROOT / "plugins" if CHECKOUT else home / "plugins"
+        ),
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
         RECON_PIPELINES_DIR=str(pipelines),
         PATH=venv_bin + os.pathsep + os.environ.get("PATH", ""),
@@ -207,7 +210,7 @@ def standalone(home: Path | None = None) -> int:
     with this project's DAGs, plugin and demo pipelines (Ctrl-C stops them). The home is the one
     `recon demo` runs its DAGs in, so the demo's runs and reports are there to look at."""
     home = home or DEMO_DATA / "airflow"
-    env = airflow_env(home, PROJECT_ROOT / "pipelines", master="local[*]")
+    env = airflow_env(home, demo_home() / "pipelines", master="local[*]")
     print(
         f"Airflow home {home}; UI http://localhost:8080 (user admin, password in "
         f"{home / 'simple_auth_manager_passwords.json.generated'})",

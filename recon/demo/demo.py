@@ -41,14 +41,26 @@ from recon.demo.airflow_local import DagsTestServer, airflow_env, dags_test, mig
 from recon.errors import ReconError
 from recon.formats import FORMAT_SPECS, FORMATS
 from recon.hours import format_hour
-from recon.layout import DEMO_DATA, PROJECT_ROOT, raw_hour_folder
+from recon.layout import CHECKOUT, DEMO_DATA, demo_home, raw_hour_folder, shipped
 from recon.merge.result import read_merge_result
 from recon.ops.run import HourResult, run_hours
 from recon.publish.export import export_rows, render_value
 from recon.publish.iceberg import SHARED_CATALOG_URI, get_catalog
 
 DEMO_START = datetime(2026, 11, 20, 0, tzinfo=UTC)
-PIPELINES = PROJECT_ROOT / "pipelines"  # the demo pipelines (not RECON_PIPELINES_DIR)
+PIPELINES = demo_home() / "pipelines"  # the demo pipelines (not RECON_PIPELINES_DIR)
+
+
+def demo_pipelines() -> Path:
+    """The demo pipelines' folder: the checkout's `pipelines/`, or (an installed package) the
+    copies of the ones the package ships, made once, beside `demo-data/` as in the checkout (their
+    paths are relative: `../demo-data/raw`)."""
+    for fmt in FORMATS:
+        path = PIPELINES / f"demo_{fmt}.yaml"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shipped(f"pipelines/demo_{fmt}.yaml"), path)
+    return PIPELINES
 
 
 def write_dump(
@@ -298,6 +310,7 @@ def run_demo(
     configures (its metadata database, `spark_default`: the compose file's services).
     `parallel`: pipelines run at a time."""
     root = DEMO_DATA
+    demo_pipelines()
     facts = make_demo_data(root, hours)
     first, last = format_hour(facts["hours"][0]), format_hour(facts["hours"][-1])
     print(
@@ -389,8 +402,9 @@ def _print_summary(summary: list[_Outcome], last: str, via_airflow: bool) -> Non
         print(f"DAG runs:         recon_<pipeline> logs in {DEMO_DATA / 'airflow' / 'runs'}/")
     print(f"audit reports:    {wh}/audit/<pipeline>/<hour>/report.html (and report.json)")
     print(f"  in a terminal:  recon report --pipeline {demo_yaml} --hour {last}")
+    ui = "`make airflow`" if CHECKOUT else "`python -m recon.demo.airflow_local`"
     print(
-        "  in Airflow's UI: `make airflow`, log in at http://localhost:8080, then Browse > Recon "
+        f"  in Airflow's UI: {ui}, log in at http://localhost:8080, then Browse > Recon "
         "audit (or a DAG's / DAG run's audit tab)"
     )
     print(

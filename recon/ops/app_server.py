@@ -1,10 +1,10 @@
 """One Spark application for a DAG run's stages (README "One Spark application per DAG run").
 
-A run's setup task starts `jobs/app.py` under spark-submit: a driver that serves the stages on
-a Unix socket. Each stage task then hands its `jobs/stage.py` arguments to that driver instead
+A run's setup task starts `recon/jobs/app.py` under spark-submit: a driver that serves the stages on
+a Unix socket. Each stage task then hands its `recon/jobs/stage.py` arguments to that driver instead
 of starting a JVM, a Spark session and the library's imports of its own (on a small hour most of
 a stage's time), and the run's teardown task stops it. The stages run one at a time, exactly as
-`jobs/stage.py` runs them; the driver's output (the stage's lines and Spark's own) goes to one
+`recon/jobs/stage.py` runs them; the driver's output (the stage's lines and Spark's own) goes to one
 log file, whose lines written during a stage the task copies into its own log.
 
 Whatever goes wrong with the application falls back to spark-submit, never to a lost stage: a
@@ -35,7 +35,7 @@ def serve(
     app_name: str = "recon-app",
 ) -> int:
     """The driver's loop: one request at a time, `{"argv": [...]}` (a stage: `stage_main`, which
-    is `jobs/stage.py`'s, answered with its exit code) or `{"stop": true}`; exits after
+    is `recon/jobs/stage.py`'s, answered with its exit code) or `{"stop": true}`; exits after
     `idle_s` without a request."""
     logging.basicConfig(
         stream=sys.stderr,
@@ -71,7 +71,7 @@ def serve(
 
 
 def _run(stage_main: Callable[[list[str]], int], argv: list[str]) -> int:
-    print(f"recon app: jobs/stage.py {' '.join(argv)}", flush=True)
+    print(f"recon app: recon/jobs/stage.py {' '.join(argv)}", flush=True)
     try:
         rc = stage_main(argv)
     except SystemExit as err:  # argparse

@@ -12,10 +12,10 @@ from pyspark import SparkConf, SparkContext, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from recon.errors import ConfigError
+from recon.errors import ConfigError, ReconError
 from recon.spark.py4j_lookups import cache_jvm_lookups
 from recon.sparkconf import DEFAULTED, REQUIRED_SQL, cluster_conf, session_conf
-from recon.sparkpath import DAEMON_MODULE
+from recon.sparkpath import DAEMON_MODULE, overwritten_pyspark
 
 
 def get_spark(app_name: str = "recon", master: str | None = None, jvm: str = "") -> SparkSession:
@@ -27,6 +27,8 @@ def get_spark(app_name: str = "recon", master: str | None = None, jvm: str = "")
     lacks our dependencies: point them at this interpreter. `jvm`: a local session's driver
     JVM options for the run's size (`recon.ops.sizing.run_jvm_options`).
     """
+    if SparkContext._active_spark_context is None and (broken := overwritten_pyspark()):
+        raise ReconError(broken)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     cache_jvm_lookups()  # PySpark's class and method lookups, asked once (`py4j_lookups`)

@@ -1,4 +1,4 @@
-"""One Spark application per DAG run (`recon.ops.app_server`, `jobs/app.py`), driven as the
+"""One Spark application per DAG run (`recon.ops.app_server`, `recon/jobs/app.py`), driven as the
 Airflow tasks drive it: a real spark-submit of the application, stages sent over its socket.
 A stage's exit code and output come back to the caller; a user error is its one line; killed
 mid-stage, the caller is told so and, the application gone, falls back (`request` returns None)
@@ -67,7 +67,7 @@ def test_stages_run_in_the_application_and_report_like_spark_submit(tmp_path: Pa
         lines.clear()
         bad = ["merge", "--pipeline", str(tmp_path / "missing.yaml"), "--from", "2026-01-01T00"]
         assert request(sock, {"argv": bad}, log, lines.append) == 2
-        errors = [x for x in lines if x.startswith("jobs/stage.py:")]
+        errors = [x for x in lines if x.startswith("recon/jobs/stage.py:")]
         assert len(errors) == 1 and "missing.yaml" in errors[0], lines
         assert not any("Traceback" in x for x in lines), lines
         assert f"{END_MARK}, exit code 2" in lines, lines[-5:]

@@ -168,7 +168,7 @@ def _verdict_in_chromium(page: Path, tmp: Path) -> str:
     import subprocess
 
     exe = shutil.which("chromium")
-    assert exe, "chromium not found: scripts/system-packages.sh installs Debian's chromium"
+    assert exe, "chromium not found: scripts/system-packages.sh tests installs Debian's chromium"
     dom = subprocess.run(
         [
             exe,

@@ -22,7 +22,9 @@ def chromium() -> str:
         exe = shutil.which(name)
         if exe:
             return exe
-    raise RuntimeError("no chromium on PATH; run scripts/system-packages.sh (Debian's chromium)")
+    raise RuntimeError(
+        "no chromium on PATH; run scripts/system-packages.sh tests (Debian's chromium)"
+    )
 
 
 class Browser:

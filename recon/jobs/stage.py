@@ -1,6 +1,6 @@
 """spark-submit entry point for one stage over an hour range (wiring only; what the DAGs run).
 
-spark-submit jobs/stage.py decode|merge|audit --pipeline F --from H [--to H] [--run-id ID]
+spark-submit recon/jobs/stage.py decode|merge|audit --pipeline F --from H [--to H] [--run-id ID]
     [--tables DB.T,...] [--rebuild true|false]
 
 Hours run in order, each with its own run id (`<ID>_<hour>`). `merge --tables` merges only those
@@ -35,7 +35,7 @@ from recon.spark.session import get_spark  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="jobs/stage.py", description=__doc__)
+    p = argparse.ArgumentParser(prog="recon/jobs/stage.py", description=__doc__)
     p.add_argument("stage", choices=["decode", "merge", "audit"])
     p.add_argument("--pipeline", required=True)
     p.add_argument("--from", dest="first", required=True)
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except ReconError as err:
-        print(f"jobs/stage.py: {err}", file=sys.stderr)
+        print(f"recon/jobs/stage.py: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
 
 
@@ -112,7 +112,7 @@ def _configure_logging() -> bool:
     level = os.environ.get("RECON_LOG_LEVEL", "INFO").upper()
     if not isinstance(logging.getLevelName(level), int):
         print(
-            f"jobs/stage.py: RECON_LOG_LEVEL={level!r} is not a log level; use DEBUG, INFO, "
+            f"recon/jobs/stage.py: RECON_LOG_LEVEL={level!r} is not a log level; use DEBUG, INFO, "
             "WARNING or ERROR",
             file=sys.stderr,
         )

@@ -1,4 +1,5 @@
-"""Airflow plugin: the recon audit reports in the Airflow UI (see recon/ui.py).
+"""Airflow plugin: the recon audit reports in the Airflow UI (`recon.airflow.ui`), registered by
+the package's `airflow.plugins` entry point (pyproject.toml): installing the package is enough.
 
 `fastapi_apps` mounts the pages at /recon on the api-server; `external_views` put them in the UI:
 a nav entry (every pipeline), a tab on each DAG (its hours and verdicts) and a tab on each DAG
