@@ -36,10 +36,10 @@ def _installed(name: str, path: list[str]) -> str | None:
     return os.path.realpath(list(spec.submodule_search_locations)[0])
 
 
-def overwritten_pyspark() -> str | None:
+def overwritten_pyspark(path: list[str] | None = None) -> str | None:
     """One line naming the fix when pyspark's files (its `version.py` says) are another
-    version's than the installed pyspark's, else None."""
-    pkg = _installed("pyspark", sys.path)
+    version's than the installed pyspark's (found on `path`, default `sys.path`), else None."""
+    pkg = _installed("pyspark", sys.path if path is None else path)
     recorded = _version(pkg) if pkg else None
     if pkg is None or recorded is None:
         return None

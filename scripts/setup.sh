@@ -27,11 +27,14 @@ fi
 # apache-airflow-providers-apache-spark pulls pyspark-client, which overwrites ~100 of pyspark's
 # Python files with an incompatible version; pip check stays silent and mapInArrow then dies with
 # a Py4J constructor error. Reinstalling pyspark last restores its own files
-# (tests/test_environment.py runs a real mapInArrow job to keep this fixed); only when one
-# changed, since a reinstall rewrites the jars too and the class archive below is for the jars
+# (tests/test_environment.py runs a real mapInArrow job to keep this fixed); only when they
+# were, since a reinstall rewrites the jars too and the class archive below is for the jars
 # it was built from.
 PYSPARK_VERSION=$(grep -i '^pyspark==' constraints.txt | cut -d= -f3)
-if ! .venv/bin/python scripts/pyspark_intact.py; then
+# The same check stops `recon` before Spark starts, with this command, where a user's `pip
+# install` did the same (`recon.sparkpath.overwritten_pyspark`).
+if ! .venv/bin/python -c 'import sys; from recon.sparkpath import overwritten_pyspark as o; sys.exit(1 if o() else 0)'; then
+  echo "setup: pyspark's files were overwritten by pyspark-client's: reinstalling pyspark"
   .venv/bin/python -m pip install -q --force-reinstall --no-deps "pyspark==${PYSPARK_VERSION}"
 fi
 [ -f "$STAMP" ] || echo "$want" > "$STAMP"

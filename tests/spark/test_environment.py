@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from recon.sparkpath import overwritten_pyspark
 from tests.conftest import ROOT
 
 
@@ -261,13 +262,23 @@ def test_driver_jvms_map_the_class_archive_setup_built(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "rows 3" in proc.stdout, proc.stderr[-2000:]
 
 
-def test_setup_sees_pyspark_intact_so_it_keeps_the_jars_the_archive_is_for() -> None:
-    """Setup reinstalls pyspark only when a file of it changed (`scripts/pyspark_intact.py`):
-    an unconditional reinstall rewrote the jars at every `make setup`, and the JVM then refused
-    the class archive (built for the jars as they were) without a word."""
-    script = ROOT / "scripts" / "pyspark_intact.py"
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
+def test_setup_sees_pyspark_intact_so_it_keeps_the_jars_the_archive_is_for(
+    tmp_path: Path,
+) -> None:
+    """Setup reinstalls pyspark only when pyspark-client's files are over its own
+    (`recon.sparkpath.overwritten_pyspark`, which also stops `recon` before Spark starts): an
+    unconditional reinstall rewrote the jars at every `make setup`, and the JVM then refused
+    the class archive (built for the jars as they were) without a word. Here: this venv is
+    intact; a site folder whose pyspark files are 4.2.0's under 4.3.0's record is not."""
+    assert overwritten_pyspark() is None
+    (tmp_path / "pyspark").mkdir()
+    (tmp_path / "pyspark" / "__init__.py").write_text("")
+    (tmp_path / "pyspark" / "version.py").write_text("__version__: str = '4.2.0'\n")
+    (tmp_path / "pyspark-4.3.0.dist-info").mkdir()
+    said = overwritten_pyspark([str(tmp_path)])
+    assert said is not None and said.endswith("--force-reinstall --no-deps pyspark==4.3.0`")
+    (tmp_path / "pyspark" / "version.py").write_text("__version__: str = '4.3.0'\n")
+    assert overwritten_pyspark([str(tmp_path)]) is None
 
 
 def test_setup_run_again_installs_nothing_while_what_pins_the_dependencies_is_unchanged() -> None:
