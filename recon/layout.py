@@ -8,7 +8,7 @@ Raw dumps: `recon.rawdumps` (the Spark-Kafka and Kafka Connect layouts).
 Warehouse of pipeline `p`:
 - `_state/p/events/hour=H/`, `_state/p/carry/hour=H/`, `_state/p/offsets/hour=H/`,
   `_state/p/offset_hashes/hour=H/`: decode outputs (Parquet); `_state/p/schema/hour=H.json` table definitions; `_state/p/decode/hour=H.json`
-  decode counters, written last; `_state/p/_staging/<run>/` a decode run's scratch space;
+  decode counters, written last; `_state/p/timings/hour=H.json` each stage's seconds; `_state/p/_staging/<run>/` a decode run's scratch space;
   `_state/p/offsets_expired.parquet` and `_state/p/expired.json`: what `recon expire` left of
   expired hours.
 - `quarantine/p/hour=H/`: records that could not be decoded.
@@ -151,6 +151,10 @@ class Layout:
 
     def decode_counters(self, hour: datetime) -> Path:
         return self.state / "decode" / f"hour={hour_text(hour)}.json"
+
+    def timings(self, hour: datetime) -> Path:
+        """The seconds each stage of the hour's last successful run took (`recon.ops.guard`)."""
+        return self.state / "timings" / f"hour={hour_text(hour)}.json"
 
     @property
     def acknowledged_resets(self) -> Path:

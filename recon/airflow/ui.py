@@ -26,8 +26,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from recon.audit.render import environment, render_body
+from recon.audit.render import COLORS, environment, render_body
+from recon.audit.table import audit_rows, day_comparison
 from recon.config import PipelineConfig, load_folder
+from recon.hours import parse_hour
 from recon.layout import pipelines_dir
 
 MAX_HOURS_LISTED = 500
@@ -94,7 +96,7 @@ def run_prefix(run_id: str) -> str:
 def index_page(cfgs: dict[str, PipelineConfig]) -> str:
     rows = []
     for _, cfg in sorted(cfgs.items()):
-        reps = hour_reports(cfg)
+        reps = listed_hours(cfg, audit_rows(cfg))
         counts = {
             v: sum(1 for r in reps if r.get("verdict") == v) for v in ("pass", "warn", "fail")
         }
@@ -109,19 +111,89 @@ def index_page(cfgs: dict[str, PipelineConfig]) -> str:
     return _ENV.get_template("index.html").render(title="recon audit", pipelines=rows)
 
 
-def dag_page(cfg: PipelineConfig) -> str:
-    hours = [
-        {
+TRENDS = (
+    ("records", "records read"),
+    ("quarantined", "quarantined"),
+    ("lag_seconds", "lag of the newest change (s)"),
+    ("seconds", "decode + merge (s)"),
+)
+TREND_HOURS = 168
+"""The hours the DAG page charts (a week)."""
+BAR_W, CHART_H = 4, 48
+
+
+def failed_hours(cfg: PipelineConfig) -> dict[str, str]:
+    """Hour -> the stage whose failure its last run ended with (`failed.json`: no verdict
+    stands for it until a run of it succeeds)."""
+    root = cfg.layout.audit_root
+    out = {}
+    for f in root.glob("*/failed.json") if root.is_dir() else []:
+        if _HOUR_DIR.match(f.parent.name):
+            try:
+                out[f.parent.name] = str(json.loads(f.read_text()).get("stage"))
+            except ValueError:
+                out[f.parent.name] = "a stage"
+    return out
+
+
+def trend_charts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Column charts of the last `TREND_HOURS` rows of the audit table, one per measure, and
+    the verdicts as a strip of colours; every column carries its hour and value as a tooltip."""
+    rows = rows[-TREND_HOURS:]
+    charts = []
+    for key, label in TRENDS:
+        values = [r.get(key) for r in rows]
+        top = max((float(v) for v in values if v is not None), default=0.0)
+        bars = [
+            {
+                "x": i * BAR_W,
+                "h": max(1, round(CHART_H * float(v) / top)) if top and v else 0,
+                "title": f"{r['hour']}: {v if v is not None else '-'}",
+            }
+            for i, (r, v) in enumerate(zip(rows, values, strict=True))
+        ]
+        charts.append({"label": label, "top": top, "bars": bars})
+    strip = [
+        {"x": i * BAR_W, "color": COLORS.get(str(r["verdict"]), "#8c959f"),
+         "title": f"{r['hour']}: {r['verdict']}"}
+        for i, r in enumerate(rows)
+    ]  # fmt: skip
+    return {
+        "charts": charts,
+        "verdicts": strip,
+        "width": max(BAR_W * len(rows), 1),
+        "height": CHART_H,
+        "first": rows[0]["hour"] if rows else None,
+        "last": rows[-1]["hour"] if rows else None,
+    }
+
+
+def listed_hours(cfg: PipelineConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hours of the audit table's `rows`, newest first (at most `MAX_HOURS_LISTED`), with
+    the hours whose last run failed before its audit (their `failed.json`) over them."""
+    listed: dict[str, dict[str, Any]] = {
+        str(r["hour"]): {
             "hour": r["hour"],
             "verdict": str(r["verdict"]),
-            "kinds": sorted({f["kind"] for f in r.get("findings", [])}),
-            "records": r.get("input", {}).get("records", "-"),
-            "quarantined": r.get("decoding", {}).get("quarantined", "-"),
-            "rows": sum(int(t.get("rows_after") or 0) for t in r.get("tables", {}).values()),
-            "run_id": r.get("run_id"),
+            "kinds": sorted(set(json.loads(r["findings"] or "[]"))),
+            "records": r["records"],
+            "quarantined": r["quarantined"],
+            "rows": r["rows_after"],
+            "run_id": r["run_id"],
         }
-        for r in hour_reports(cfg)
-    ]
+        for r in rows
+    }
+    for h, stage in failed_hours(cfg).items():
+        listed[h] = {"hour": h, "verdict": "fail", "kinds": [f"did not run: {stage} failed"],
+                     "records": "-", "quarantined": "-", "rows": "-", "run_id": None}  # fmt: skip
+    return [listed[h] for h in sorted(listed, reverse=True)[:MAX_HOURS_LISTED]]
+
+
+def dag_page(cfg: PipelineConfig) -> str:
+    """The pipeline's hours, newest first, and their trends: read from its audit table (one
+    scan), not from each hour's report file."""
+    rows = audit_rows(cfg)
+    hours = listed_hours(cfg, rows)
     return _ENV.get_template("dag.html").render(
         title=cfg.dag_id,
         dag_id=cfg.dag_id,
@@ -130,6 +202,8 @@ def dag_page(cfg: PipelineConfig) -> str:
         root=str(cfg.layout.audit_root),
         limit=MAX_HOURS_LISTED,
         hours=hours,
+        trends=trend_charts(rows),
+        trend_hours=TREND_HOURS,
     )
 
 
@@ -146,7 +220,12 @@ def run_page(cfg: PipelineConfig, run_id: str) -> str:
         dag_id=cfg.dag_id,
         run_id=run_id,
         reports=reps,
-        bodies=[render_body(r) if "identity" in r else UNREADABLE for r in reps],
+        bodies=[
+            render_body(r, day_comparison(cfg, parse_hour(r["hour"]), r))
+            if "identity" in r
+            else UNREADABLE
+            for r in reps
+        ],
     )
 
 

@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 
 from recon.audit.report import AuditReport, load_report, with_findings, write_report
 from recon.audit.rules import finding
+from recon.audit.table import day_comparison
 from recon.config import PipelineConfig
 from recon.core.watermark import watermark_from_doc
 from recon.errors import ReconError
@@ -440,7 +441,7 @@ def attach_to_report(cfg: PipelineConfig, result: dict[str, Any]) -> Path | None
         return None
     report = load_report(cfg, hour)
     add_reconcile(report, result)
-    return write_report(cfg, hour, report)
+    return write_report(cfg, hour, report, day_comparison(cfg, hour, report))
 
 
 def add_reconcile(report: AuditReport, result: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from recon.audit.flow import flow
 from recon.audit.rules import where
 
 if TYPE_CHECKING:  # render only reads a report; report.py imports this module
@@ -43,7 +44,7 @@ def bars(items: list[tuple[str, float]]) -> list[dict[str, Any]]:
     ]
 
 
-def _context(r: AuditReport) -> dict[str, Any]:
+def _context(r: AuditReport, compared: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     parts = r["input"]["partitions"]
     fresh = [(n, t["freshness_seconds"]) for n, t in r["tables"].items()]
     return {
@@ -51,14 +52,17 @@ def _context(r: AuditReport) -> dict[str, Any]:
         "where": where,
         "records_chart": bars([(f"{p['topic']}/{p['partition']}", p["records"]) for p in parts]),
         "freshness_chart": bars([(n, v) for n, v in fresh if v is not None]),
+        "flow": flow(r["identity"], r["tables"]),
+        "compared": compared or [],
     }
 
 
-def render_html(r: AuditReport) -> str:
-    """The whole self-contained page (`report.html`)."""
-    return _ENV.get_template("report.html").render(_context(r))
+def render_html(r: AuditReport, compared: list[dict[str, Any]] | None = None) -> str:
+    """The whole self-contained page (`report.html`); `compared`: the hour beside the day
+    before it (`recon.audit.table.day_comparison`)."""
+    return _ENV.get_template("report.html").render(_context(r, compared))
 
 
-def render_body(r: AuditReport) -> Markup:
+def render_body(r: AuditReport, compared: list[dict[str, Any]] | None = None) -> Markup:
     """The report without its page around it, to show inside another page (the UI's run tab)."""
-    return Markup(_ENV.get_template("report_body.html").render(_context(r)))
+    return Markup(_ENV.get_template("report_body.html").render(_context(r, compared)))

@@ -175,11 +175,17 @@ def validate(report: AuditReport) -> None:
     jsonschema.validate(report, json.loads(SCHEMA_FILE.read_text()))
 
 
-def write_report(cfg: PipelineConfig, hour: datetime, report: AuditReport) -> Path:
-    """report.json and report.html, each replaced atomically; returns the folder."""
+def write_report(
+    cfg: PipelineConfig,
+    hour: datetime,
+    report: AuditReport,
+    compared: list[dict[str, Any]] | None = None,
+) -> Path:
+    """report.json and report.html (with `compared`, the hour beside the day before it:
+    `recon.audit.table.day_comparison`), each replaced atomically; returns the folder."""
     d = cfg.layout.audit(hour)
     write_json_atomic(d / "report.json", report)
-    write_text_atomic(d / "report.html", render_html(report))
+    write_text_atomic(d / "report.html", render_html(report, compared))
     return d
 
 

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from recon.audit.facts import read_facts
 from recon.audit.reconcile import add_reconcile
 from recon.audit.report import AuditReport, build_report, validate, write_report
-from recon.audit.table import append_audit_table
+from recon.audit.table import append_audit_table, day_comparison
 from recon.config import PipelineConfig
 from recon.layout import read_json
 from recon.spark.session import SMALL_HOUR_ROWS, sized_for
@@ -38,8 +38,8 @@ def audit_hour(
     for result in _earlier_reconciles(cfg, hour):  # a comparison made stays with its hour
         add_reconcile(report, result)
     validate(report)
-    write_report(cfg, hour, report)
-    append_audit_table(cfg, report)
+    write_report(cfg, hour, report, day_comparison(cfg, hour, report))
+    append_audit_table(cfg, report, hour)
     (cfg.layout.audit(hour) / "failed.json").unlink(missing_ok=True)  # the hour ran to the end
     log.info("%s %s: audit verdict %s", cfg.name, report["hour"], report["verdict"])
     return report

@@ -1,10 +1,13 @@
 """One row per pipeline-hour in the Iceberg table `<pipeline>__recon_audit.hours`, for trends
-across hours (a re-run of an hour replaces its row)."""
+across hours (a re-run of an hour replaces its row): the UI's charts and hour list, and each
+report's comparison with the day before, read it instead of the hours' report files."""
 
 from __future__ import annotations
 
 import json
 import warnings
+from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
@@ -13,6 +16,7 @@ from pyiceberg.table import Table
 
 from recon.audit.report import AuditReport
 from recon.config import PipelineConfig
+from recon.layout import hour_text, read_json
 from recon.publish.iceberg import get_catalog, identifier
 
 AUDIT_TABLE = "recon_audit.hours"  # per pipeline: `<pipeline>__recon_audit.hours`
@@ -33,11 +37,22 @@ SCHEMA = pa.schema(
         ("lag_seconds", pa.float64()),
         ("balanced", pa.bool_()),
         ("generated_at", pa.string()),
+        ("seconds", pa.float64()),  # the hour's decode and merge (added later: null before)
     ]
 )
 
 
-def audit_row(report: AuditReport) -> dict[str, object]:
+def stage_seconds(cfg: PipelineConfig, hour: datetime) -> float | None:
+    """The seconds the hour's decode and merge took in their last successful run."""
+    path = cfg.layout.timings(hour)
+    if not path.is_file():
+        return None
+    took = read_json(path)
+    parts = [float(took[s]) for s in ("decode", "merge") if s in took]
+    return round(sum(parts), 3) if parts else None
+
+
+def audit_row(report: AuditReport, seconds: float | None = None) -> dict[str, object]:
     tables = report["tables"].values()
     return {
         "hour": report["hour"],
@@ -54,12 +69,13 @@ def audit_row(report: AuditReport) -> dict[str, object]:
         "lag_seconds": report["freshness"]["lag_seconds"],
         "balanced": bool(report["identity"]["balanced"]),
         "generated_at": report["generated_at"],
+        "seconds": seconds,
     }
 
 
-def append_audit_table(cfg: PipelineConfig, report: AuditReport) -> None:
+def append_audit_table(cfg: PipelineConfig, report: AuditReport, hour: datetime) -> None:
     """Write the hour's row (replacing an earlier one of the same hour)."""
-    data = pa.Table.from_pylist([audit_row(report)], schema=SCHEMA)
+    data = pa.Table.from_pylist([audit_row(report, stage_seconds(cfg, hour))], schema=SCHEMA)
     cat = get_catalog(cfg)
     ident = identifier(cat, cfg, AUDIT_TABLE)
     try:
@@ -67,6 +83,9 @@ def append_audit_table(cfg: PipelineConfig, report: AuditReport) -> None:
     except NoSuchTableError:
         cat.create_namespace_if_not_exists(ident[:-1])
         table = cat.create_table(ident, schema=SCHEMA)
+    if len(table.schema().fields) < len(SCHEMA):  # a table of an earlier version: its new columns
+        with table.update_schema() as update:
+            update.union_by_name(SCHEMA)
     this_hour = EqualTo("hour", report["hour"])  # type: ignore[call-arg,arg-type]
     with warnings.catch_warnings():  # the first run of an hour has no row to replace
         warnings.filterwarnings("ignore", "Delete operation did not match any records")
@@ -80,3 +99,69 @@ def load_audit_table(cfg: PipelineConfig) -> Table | None:
         return cat.load_table(identifier(cat, cfg, AUDIT_TABLE))
     except NoSuchTableError:
         return None
+
+
+def audit_rows(
+    cfg: PipelineConfig, since: datetime | None = None, until: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The pipeline's rows, oldest hour first: those of hours in [since, until) when given;
+    none before its first audit."""
+    table = load_audit_table(cfg)
+    if table is None:
+        return []
+    bounds = []  # hours are `YYYY-MM-DDTHH`: text order is time order
+    if since is not None:
+        bounds.append(f"hour >= '{hour_text(since)}'")
+    if until is not None:
+        bounds.append(f"hour < '{hour_text(until)}'")
+    scan = table.scan(row_filter=" and ".join(bounds)) if bounds else table.scan()
+    rows = scan.to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: str(r["hour"]))
+
+
+def day_before(cfg: PipelineConfig, hour: datetime) -> list[dict[str, Any]]:
+    """The rows of the 24 hours before `hour`."""
+    return audit_rows(cfg, hour - timedelta(hours=24), hour)
+
+
+COMPARED = (
+    ("records", "records read"),
+    ("quarantined", "quarantined"),
+    ("events", "events decoded"),
+    ("applied", "changes applied"),
+    ("rows_after", "rows after"),
+    ("lag_seconds", "lag of the newest change (s)"),
+    ("seconds", "decode + merge (s)"),
+)
+
+
+def day_comparison(
+    cfg: PipelineConfig, hour: datetime, report: AuditReport
+) -> list[dict[str, Any]]:
+    """The hour beside the day before it (the audit table's rows of the 24 hours before): per
+    measure this hour's value, the same hour a day earlier, and the median, low and high of the
+    24 hours; empty before there is a day before."""
+    previous = day_before(cfg, hour)
+    if not previous:
+        return []
+    now = audit_row(report, stage_seconds(cfg, hour))
+    same = next((r for r in previous if r["hour"] == hour_text(hour - timedelta(hours=24))), None)
+    out = []
+    for key, label in COMPARED:
+        seen = sorted(float(r[key]) for r in previous if r.get(key) is not None)
+        value = now.get(key)
+        out.append(
+            {
+                "label": label,
+                "now": value,
+                "day_before": same.get(key) if same else None,
+                "median": seen[len(seen) // 2] if seen else None,
+                "low": seen[0] if seen else None,
+                "high": seen[-1] if seen else None,
+                "outside": bool(seen)
+                and value is not None
+                and not seen[0] <= float(value) <= seen[-1],  # type: ignore[arg-type]
+                "hours": len(seen),
+            }
+        )
+    return out

@@ -296,6 +296,7 @@ def hour_output_roots(cfg: PipelineConfig) -> list[Path]:
         lay.offset_hashes(h).parent,
         lay.schema(h).parent,
         lay.decode_counters(h).parent,
+        lay.timings(h).parent,
         lay.connect_root,
         lay.quarantine(h).parent,
         lay.merge_quarantine(h).parent,

@@ -11,6 +11,7 @@ The stages write nothing in place, so the hour's outputs are the ones from befor
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from recon.config import PipelineConfig
 from recon.errors import OutOfMemory, ReconError
-from recon.layout import hour_text, write_json_atomic
+from recon.layout import hour_text, read_json, write_json_atomic
 from recon.rawdumps import dump_files
 
 OOM_MARKERS = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
@@ -70,6 +71,10 @@ def _heap(spark: SparkSession) -> str | None:
 
 @contextmanager
 def guarded(stage: str, spark: SparkSession, cfg: PipelineConfig, hour: datetime) -> Iterator[None]:
+    """A stage of one hour: its failure recorded (`failed.json`) and named in one line; its
+    duration, when it succeeds, kept with the hour (`Layout.timings`: the audit table's and the
+    UI's `seconds`)."""
+    t0 = time.monotonic()
     try:
         yield
     except ReconError as err:
@@ -84,6 +89,9 @@ def guarded(stage: str, spark: SparkSession, cfg: PipelineConfig, hour: datetime
             raise OutOfMemory(message) from None
         _record(cfg, hour, stage, _summary(text))
         raise
+    timings = cfg.layout.timings(hour)
+    done = read_json(timings) if timings.is_file() else {}
+    write_json_atomic(timings, {**done, stage: round(time.monotonic() - t0, 3)})
 
 
 def _summary(text: str) -> str:

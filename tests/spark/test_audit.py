@@ -3,7 +3,10 @@ follows the pipeline's policy; a clean run balances and passes."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,14 +15,16 @@ import jsonschema
 import pyarrow.parquet as pq
 import pytest
 
+from recon.airflow.ui import dag_page
 from recon.audit.report import SCHEMA_FILE
 from recon.audit.rules import iso_ms
 from recon.cli import main
-from recon.config import load_config
+from recon.config import PipelineConfig, load_config
 from recon.core.model import RawRecord
 from recon.demo import sample
 from recon.demo.demo import write_dump
 from recon.hours import format_hour
+from tests.support.browser import Browser
 from tests.support.builders import edit_pipeline, write_pipeline
 
 START = datetime(2026, 5, 1, 0, tzinfo=UTC)
@@ -159,6 +164,55 @@ def test_gap_duplicate_and_garbage_are_named_and_fail_the_hour(spark, tmp_path: 
         )
         == "PASS"
     )
+    _pictures_in_chromium(load_config(cfg), page, r1, tmp_path)
+
+
+BLUE_BOX, BLUE_BAR, GREEN, RED = (221, 244, 255), (9, 105, 218), (26, 127, 55), (207, 34, 46)
+
+
+def _shot(b: Browser, selector: str, out: Path) -> Counter[tuple[int, int, int]]:
+    """The colours of the element `selector` as Chromium drew it: a screenshot of the whole
+    page, cut to the element's box (kept in `out`)."""
+    from PIL import Image
+
+    find = f"document.querySelector({json.dumps(selector)}).getBoundingClientRect()"
+    r = json.loads(b.js(f"(r => JSON.stringify([r.x + scrollX, r.y + scrollY, r.right + scrollX, "
+                         f"r.bottom + scrollY]))({find})"))  # fmt: skip
+    assert r[2] > r[0] and r[3] > r[1], (selector, r)
+    shot = b.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    page = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+    part = page.crop(tuple(round(v) for v in r))
+    part.save(out)
+    return Counter({rgb: n for n, rgb in part.getcolors(maxcolors=1 << 24) or []})
+
+
+def _pictures_in_chromium(cfg: PipelineConfig, page: Path, rep: dict[str, Any], tmp: Path) -> None:
+    """What a user sees in a real browser: the report's flow picture with the identity's
+    numbers on its boxes, drawn (its boxes' colour in a screenshot); the hour against the day
+    before; and the DAG page's trend columns and verdict strip, from the audit table."""
+    dag = tmp / "dag.html"
+    dag.write_text(dag_page(cfg))
+    b = Browser()
+    try:
+        b.goto(page.as_uri())
+        b.wait_for("document.readyState === 'complete' && !!document.querySelector('svg.flow')")
+        boxes = b.js("[...document.querySelectorAll('svg.flow g')].map(g => g.textContent)")
+        ident = rep["identity"]
+        assert f"records read{ident['records']['read']}" in boxes
+        assert f"quarantined{ident['dispositions']['quarantined']}" in boxes
+        assert f"events merged{ident['events']['merged']}" in boxes
+        assert any(x.startswith("shop.orders") for x in boxes)
+        assert _shot(b, "svg.flow", tmp / "flow.png")[BLUE_BOX] > 1000
+        compared = b.js("document.body.innerText")
+        assert "Against the day before" in compared and "records read" in compared
+        b.goto(dag.as_uri())
+        b.wait_for("document.readyState === 'complete' && !!document.querySelector('svg.trend')")
+        strip = _shot(b, "svg.trend", tmp / "verdicts.png")
+        assert strip[GREEN] > 0 and strip[RED] > 0  # H0 passed, H1 failed
+        bars = _shot(b, "table.trends", tmp / "trends.png")
+        assert bars[BLUE_BAR] > 50
+    finally:
+        b.close()
 
 
 def _verdict_in_chromium(page: Path, tmp: Path) -> str:
