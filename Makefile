@@ -51,14 +51,14 @@ bench: setup
 	$(PY) -m benchmarks.run $(BENCH_ARGS)
 
 lint:
-	$(VENV)/bin/ruff check recon dags tests scripts benchmarks
-	$(VENV)/bin/ruff format --check recon dags tests scripts benchmarks
+	$(VENV)/bin/ruff check recon dags deploy tests scripts benchmarks
+	$(VENV)/bin/ruff format --check recon dags deploy tests scripts benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lizard -l c -w -C $(C_MAX_CCN) -L $(C_MAX_LINES) recon/decode/formats/*.c recon/decode/formats/*.h
 
 fmt:
-	$(VENV)/bin/ruff format recon dags tests scripts benchmarks
-	$(VENV)/bin/ruff check --fix recon dags tests scripts benchmarks
+	$(VENV)/bin/ruff format recon dags deploy tests scripts benchmarks
+	$(VENV)/bin/ruff check --fix recon dags deploy tests scripts benchmarks
 
 clean:
 	rm -rf $(VENV) recon/_proto demo-data var dist .pytest_cache .mypy_cache .ruff_cache

@@ -16,49 +16,17 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
+from deploy.podman_smoke import LONG_RUNNING, compose_file, dotenv, run_args
 from recon.config import load_config
 from recon.publish.iceberg import SHARED_CATALOG_URI, catalog_properties
 from tests.conftest import ROOT
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$\$")
-
-
-def _dotenv() -> dict[str, str]:
-    out = {}
-    for line in (ROOT / ".env").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            k, _, v = line.partition("=")
-            out[k.strip()] = v.strip()
-    return out
-
-
-def _interpolate(node: Any, env: dict[str, str], unset: set[str]) -> Any:
-    if isinstance(node, dict):
-        return {k: _interpolate(v, env, unset) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_interpolate(v, env, unset) for v in node]
-    if not isinstance(node, str):
-        return node
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        name, default = m.group(1), m.group(2)
-        if env.get(name):
-            return env[name]
-        if default is None:
-            unset.add(name)
-        return default or ""
-
-    return _VAR.sub(sub, node)
 
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
     unset: set[str] = set()
-    doc = _interpolate(yaml.safe_load((ROOT / "docker-compose.yaml").read_text()), _dotenv(), unset)
+    doc = compose_file(dotenv(), unset)  # as the podman smoke check reads it
     assert not unset, f"variables with neither a value in .env nor a default: {unset}"
     return doc  # type: ignore[no-any-return]
 
@@ -209,3 +177,17 @@ def test_the_services_volumes_and_processes_are_set_up_to_start(compose: dict[st
         cfg = load_config(p)
         assert cfg.airflow.end_date is not None, p
         assert (cfg.airflow.end_date - cfg.start).total_seconds() <= 23 * 3600, p
+
+
+def test_the_podman_smoke_check_runs_every_service_of_the_image() -> None:
+    """deploy/podman_smoke.py (the manual check where podman is) runs each service of the
+    project image a plain `up` starts, as the compose file gives it; a service added to the file
+    is run by it too, or this fails."""
+    services = compose_file(dotenv(), set())["services"]
+    ours = {n for n, s in services.items() if "build" in s and not s.get("profiles")}
+    assert ours == {*LONG_RUNNING, "airflow-init", "recon-demo"}
+    args = run_args("airflow-scheduler", services["airflow-scheduler"], "img", "10.0.0.1")
+    assert args[args.index("img") + 1 :] == ["airflow", "scheduler"]
+    assert "--init" in args and args[args.index("--user") + 1] == "50000:0"
+    assert "recon-smoke-recon-data:/opt/recon/demo-data" in args
+    assert f"{(ROOT / 'pipelines').resolve()}:/opt/recon/pipelines:ro" in args
