@@ -30,6 +30,7 @@ from tests.support.airflow_services import PASSWORD, USER, AirflowServices
 from tests.support.browser import Browser
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 from tests.support.postgres import Postgres
+from tests.support.smtp import SmtpSink
 from tests.support.statsd import StatsdSink
 from tests.support.webhook import WebhookSink
 
@@ -90,8 +91,19 @@ def webhook() -> Iterator[WebhookSink]:
 
 
 @pytest.fixture(scope="module")
+def smtp() -> Iterator[SmtpSink]:
+    """Where the `late` pipeline's alert emails go (the services' `smtp_default`)."""
+    sink = SmtpSink()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture(scope="module")
 def backfilled(
-    tmp_path_factory: pytest.TempPathFactory, statsd: StatsdSink, webhook: WebhookSink
+    tmp_path_factory: pytest.TempPathFactory,
+    statsd: StatsdSink,
+    webhook: WebhookSink,
+    smtp: SmtpSink,
 ) -> Iterator[tuple[AirflowServices, Path, Postgres]]:
     """Production's shape (issue 13 items 2 and 3): Airflow's metadata database and the Iceberg
     catalog on PostgreSQL, the catalog's password read from the environment (`${...}`)."""
@@ -111,10 +123,13 @@ def backfilled(
     )  # fmt: skip
     # paused until its test: no dump ever comes, its hours miss their deadline (one minute)
     (tmp / "raw_late").mkdir()
-    notify = {"slack_conn_id": "late_slack", "deadline_minutes": 1}
+    notify = {"slack_conn_id": "late_slack", "email": ["oncall@example.com"], "deadline_minutes": 1}
     write_canal_pipeline(tmp / "pipelines", "late", tmp / "raw_late", tmp / "wh_late", START,
                          notify=notify)  # fmt: skip
-    hook = {"AIRFLOW_CONN_LATE_SLACK": webhook.connection()}
+    hook = {
+        "AIRFLOW_CONN_LATE_SLACK": webhook.connection(),
+        "AIRFLOW_CONN_SMTP_DEFAULT": smtp.connection(),
+    }
     af = AirflowServices(
         tmp / "airflow", tmp / "pipelines", pg.uri("airflow"), **secret, **statsd.env(), **hook
     )
@@ -212,12 +227,12 @@ def test_backfill_of_three_hours_equals_recon_run(
 
 
 def test_an_hour_not_published_by_its_deadline_is_alerted(
-    backfilled: tuple[AirflowServices, Path, Postgres], webhook: WebhookSink
+    backfilled: tuple[AirflowServices, Path, Postgres], webhook: WebhookSink, smtp: SmtpSink
 ) -> None:
     """`notify.deadline_minutes`: Airflow's deadline alert. Unpaused, the `late` pipeline's DAG
     catches up its first hour, whose dump never comes: the scheduler sees the hour not published
     a minute after its end and the triggerer runs `recon.airflow.alerts.hour_late`, which posts
-    to the pipeline's Slack webhook."""
+    to the pipeline's Slack webhook and emails its address."""
     af = backfilled[0]
     dag = "/api/v2/dags/recon_late"
     af.wait(lambda: af._get(dag), 180, "recon_late parsed")
@@ -236,6 +251,10 @@ def test_an_hour_not_published_by_its_deadline_is_alerted(
     ), texts
     runs = af.api("GET", f"{dag}/dagRuns")["dag_runs"]
     assert {r["run_type"] for r in runs} == {"scheduled"}
+    mails = af.wait(lambda: smtp.messages, 120, "a deadline alert emailed")
+    to, mail = mails[0]
+    assert to == ["oncall@example.com"]
+    assert mail["Subject"].startswith(f"[recon] recon_late: hour {first} is not published")
 
 
 def test_each_hour_sends_its_metrics(
