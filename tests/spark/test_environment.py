@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from recon.layout import STAGE_JOB
 from recon.sparkpath import overwritten_pyspark
 from tests.conftest import ROOT
 
@@ -52,7 +53,7 @@ def test_spark_submit_runs_the_decode_job(tmp_path: Path) -> None:
             str(venv_bin / "spark-submit"),
             "--master",
             "local[2]",
-            str(ROOT / "jobs" / "stage.py"),
+            str(STAGE_JOB),
             "decode",
             "--pipeline",
             str(cfg),

@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.stage import main as stage_main
 from recon.audit.stage import audit_hour
 from recon.cli import main
 from recon.config import PipelineConfig, load_config
 from recon.errors import ReconError
 from recon.hours import format_hour
+from recon.jobs.stage import main as stage_main
 from recon.merge.manifest import load_manifest, reset_state
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
