@@ -62,30 +62,16 @@ def safe_path(root: Path, rel: str) -> Path:
     return target
 
 
-def hour_reports(cfg: PipelineConfig, limit: int = MAX_HOURS_LISTED) -> list[dict[str, Any]]:
-    """The newest `limit` hours' reports (report.json) of a pipeline, newest first."""
-    root = cfg.layout.audit_root
-    if not root.is_dir():
-        return []
-    hours = sorted((d.name for d in root.iterdir() if _HOUR_DIR.match(d.name)), reverse=True)
-    out = []
-    for h in hours[:limit]:
-        f = root / h / "report.json"
-        failed = root / h / "failed.json"
-        if failed.is_file():  # the hour's last run failed before its audit: no verdict stands
-            note = json.loads(failed.read_text())
-            kind = f"did not run: {note.get('stage')} failed"
-            out.append({"hour": h, "verdict": "fail", "findings": [{"kind": kind}], "run_id": None})
-        elif f.is_file():
-            try:
-                rep = json.loads(f.read_text())
-            except ValueError:
-                rep = None
-            if not isinstance(rep, dict) or not {"hour", "verdict"} <= rep.keys():
-                # torn, hand-edited or not a report: shown as such, never a page error
-                rep = {"hour": h, "verdict": "unreadable", "findings": [], "run_id": None}
-            out.append(rep)
-    return out
+def read_report(cfg: PipelineConfig, hour: str) -> Any:
+    """The hour's report.json (an `AuditReport` when it has its `identity`); a torn,
+    hand-edited or missing one is shown as unreadable, never a page error."""
+    try:
+        rep = json.loads((cfg.layout.audit_root / hour / "report.json").read_text())
+    except (OSError, ValueError):
+        rep = None
+    if not isinstance(rep, dict) or not {"hour", "verdict"} <= rep.keys():
+        return {"hour": hour, "verdict": "unreadable", "findings": [], "run_id": None}
+    return rep
 
 
 def run_prefix(run_id: str) -> str:
@@ -208,13 +194,15 @@ def dag_page(cfg: PipelineConfig) -> str:
 
 
 def run_page(cfg: PipelineConfig, run_id: str) -> str:
-    """The report of every hour the DAG run merged (or re-audited), oldest hour first."""
+    """The report of every hour the DAG run merged (or re-audited), oldest hour first: the
+    hours from the audit table, then only their reports read."""
     prefix = run_prefix(run_id)
-    reps = [
-        r
-        for r in reversed(hour_reports(cfg))
+    hours = [
+        str(r["hour"])
+        for r in audit_rows(cfg)
         if any(str(r.get(k) or "").startswith(prefix) for k in ("run_id", "audited_by"))
     ]
+    reps = [read_report(cfg, h) for h in hours]
     return _ENV.get_template("run.html").render(
         title=run_id,
         dag_id=cfg.dag_id,

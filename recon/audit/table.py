@@ -38,6 +38,7 @@ SCHEMA = pa.schema(
         ("balanced", pa.bool_()),
         ("generated_at", pa.string()),
         ("seconds", pa.float64()),  # the hour's decode and merge (added later: null before)
+        ("audited_by", pa.string()),  # the run that wrote the report (added later: null before)
     ]
 )
 
@@ -70,6 +71,7 @@ def audit_row(report: AuditReport, seconds: float | None = None) -> dict[str, ob
         "balanced": bool(report["identity"]["balanced"]),
         "generated_at": report["generated_at"],
         "seconds": seconds,
+        "audited_by": report.get("audited_by"),
     }
 
 

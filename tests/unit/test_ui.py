@@ -11,7 +11,6 @@ import pytest
 from recon.airflow.ui import (
     PathRefused,
     dag_page,
-    hour_reports,
     index_page,
     run_page,
     run_prefix,
@@ -28,11 +27,9 @@ def test_pages_list_hours_and_a_run_shows_only_its_hours(tmp_path: Path) -> None
     run_a = "scheduled__2026-01-01T00:00:00+00:00"
     _report(root, "2026-01-01T00", "pass", run_prefix(run_a) + "2026-01-01T00", cfg=cfg)
     _report(root, "2026-01-01T01", "fail", "manual__x_2026-01-01T01", cfg=cfg)
-    assert [r["hour"] for r in hour_reports(cfg)] == ["2026-01-01T01", "2026-01-01T00"]
-    assert [r["hour"] for r in hour_reports(cfg, limit=1)] == ["2026-01-01T01"]
     page = dag_page(cfg)
     assert "2026-01-01T00" in page and "FAIL" in page and "PASS" in page
-    # the page reads the audit table, not the report files: a report file alone is not listed
+    # the page reads the audit table, not the report files: an hour whose file is gone is listed
     saved = (root / "2026-01-01T00" / "report.json").read_text()
     (root / "2026-01-01T00" / "report.json").unlink()
     assert "2026-01-01T00</td>" in dag_page(cfg)
@@ -47,8 +44,13 @@ def test_pages_list_hours_and_a_run_shows_only_its_hours(tmp_path: Path) -> None
     assert "<b>2026-01-01T00</b>" in run and "<b>2026-01-01T01</b>" not in run
     assert "No audit report" in run_page(cfg, "manual__nothing")
     # an audit-only run that rewrote a report merged by another run shows it too
-    _report(root, "2026-01-01T02", "warn", "sched_2026-01-01T02", "manual__audit_2026-01-01T02")
+    _report(
+        root, "2026-01-01T02", "warn", "sched_2026-01-01T02", "manual__audit_2026-01-01T02", cfg
+    )
     assert "<b>2026-01-01T02</b>" in run_page(cfg, "manual__audit")
+    # the run's hours come from the table; a torn report of one is shown as such
+    (root / "2026-01-01T00" / "report.json").write_text('{"hour": "2026-01')
+    assert "could not be read" in run_page(cfg, run_a)
 
 
 def test_safe_path_refuses_everything_outside_the_root(tmp_path: Path) -> None:
