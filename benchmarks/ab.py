@@ -17,7 +17,8 @@ checkout (a working tree, changed by hand).
 The checkouts are kept for the next comparison (building one takes a while);
 `--clean` removes them, and git's records of them.
 
-Run: .venv/bin/python -m benchmarks.ab [--format F] [--messages 500k] [--rounds 3] [--work DIR]
+Run: .venv/bin/python -m benchmarks.ab [--format F] [--messages 500k] [--shape S] [--rounds 3]
+     [--work DIR]
      VERSION [VERSION ...]
      .venv/bin/python -m benchmarks.ab --clean [--work DIR]
 """
@@ -39,7 +40,16 @@ import psutil
 
 from benchmarks.formats import KINDS
 from benchmarks.gen import iter_sizes
-from benchmarks.run import HOUR, ROOT, TreeSampler, _env, make_hour, round_order, sampled
+from benchmarks.run import (
+    HOUR,
+    HOUR_SHAPES,
+    ROOT,
+    TreeSampler,
+    _env,
+    make_hour,
+    round_order,
+    sampled,
+)
 
 JobTimes = dict[str, tuple[int, float, float]]
 """Job description or call site -> (jobs, wall seconds, CPU seconds of their tasks)."""
@@ -218,6 +228,7 @@ def main() -> None:
     ap.add_argument("--format", default="dataworks_json", choices=sorted(KINDS))
     ap.add_argument("--messages", default="500k")
     ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--shape", default="hot", choices=HOUR_SHAPES)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default=str(ROOT / "var" / "ab"))
     ap.add_argument("--clean", action="store_true", help="remove the checked-out revisions")
@@ -236,8 +247,10 @@ def main() -> None:
     ns = argparse.Namespace(
         keys=args.keys, delete_share=0.1, partitions=2, seed=1, file_per_partition=False
     )
-    counts = make_hour(hour, args.format, next(iter_sizes(args.messages)), ns)
-    print(f"ab: {args.format}, {counts['messages']:,} messages, {args.rounds} round(s)")
+    counts = make_hour(hour, args.format, next(iter_sizes(args.messages)), ns, args.shape)
+    print(
+        f"ab: {args.format} {args.shape}, {counts['messages']:,} messages, {args.rounds} round(s)"
+    )
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in args.versions}
     for n in range(args.rounds):
         for v in round_order(args.versions, n):
@@ -246,7 +259,7 @@ def main() -> None:
             cpu = sum(c for _, _, c in got["jobs"].values())
             print(f"  {v:<24} {got['wall']:6.1f} s  CPU {got['process_cpu']:6.1f} s (JVM {got['jvm_cpu']:5.1f} s, its jobs' tasks {cpu:5.1f} s)", flush=True)  # fmt: skip
     summary = {v: medians(r) for v, r in runs.items()}
-    (work / "ab.json").write_text(json.dumps({"format": args.format, "messages": counts["messages"], "runs": runs, "medians": summary}, indent=1))  # fmt: skip
+    (work / "ab.json").write_text(json.dumps({"format": args.format, "shape": args.shape, "messages": counts["messages"], "runs": runs, "medians": summary}, indent=1))  # fmt: skip
     for v, m in summary.items():
         print(f"\n{v}: median {m['wall']:.1f} s, CPU {m['process_cpu']:.1f} s (JVM {m['jvm_cpu']:.1f} s, its jobs' tasks {m['cpu']:.1f} s)")  # fmt: skip
         for j in m["jobs"]:

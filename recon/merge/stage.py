@@ -84,6 +84,7 @@ from recon.merge.schemas import (
 from recon.merge.snapshot import copy_snapshot, load_watermark, snapshot_rows
 from recon.merge.state import (
     DELTA_COLS,
+    FOLD_CONF,
     NARROW_COLS,
     U64,
     BucketStats,
@@ -93,6 +94,7 @@ from recon.merge.state import (
     fold,
     fold_delta,
     live_rows,
+    numbered,
     old_winners,
     skip_counts,
 )
@@ -128,6 +130,7 @@ from recon.spark.session import (
     kept_as_rows,
     release,
     sized_for,
+    sql_conf,
 )
 
 # What the merge computes and reads more than once (the hour's contributions, as rows:
@@ -436,9 +439,11 @@ class _HourMerge:
             }
         bucket = key_bucket({n: self.buckets_of(n) for n in self.names})
         self.contrib = kept_as_rows(
-            contrib.withColumn("bucket", bucket)
-            # its term of the bucket checksums, computed for the winners (`fold`)
-            .withColumn("ck", F.lit(None).cast("bigint"))
+            numbered(
+                contrib.withColumn("bucket", bucket)
+                # its term of the bucket checksums, computed for the winners (`fold`)
+                .withColumn("ck", F.lit(None).cast("bigint"))
+            )
         )
 
     def changes_to_fold(self, wm: Watermark | None) -> DataFrame:
@@ -612,7 +617,10 @@ class _HourMerge:
 
     def write_state(self, new_state: DataFrame, ms_tables: list[str]) -> None:
         run_dir = self.cfg.layout.merge_run(self.run_id, self.hour, self.attempt)
-        with job_named(self.spark, "merge: the touched buckets' new state"):
+        with (
+            job_named(self.spark, "merge: the touched buckets' new state"),
+            sql_conf(self.spark, FOLD_CONF),
+        ):
             (  # each bucket is in one task already (`fold`): one file per bucket. No
                 # dictionaries: most columns are a value per key, and building a dictionary of
                 # them to throw it away cost ~0.4 s of writing 100k keys (the files are no

@@ -7,6 +7,7 @@ applying hours twice or in any order gives the same state.
 
 from __future__ import annotations
 
+import functools
 from typing import TypedDict
 
 from pyspark.sql import Column, DataFrame, Row
@@ -99,6 +100,61 @@ def skip_counts(
     return out
 
 
+CID = "_cid"
+"""A contribution's number, unique among its hour's (`numbered`): the fold decides each key's
+winner over narrow rows (`_winners`) and finds the winner's whole row by it."""
+FOLD_CONF = {
+    # the fold joins the wide rows, shuffled by (table, bucket), to their keys' winners: both
+    # sides stay in that partitioning (a shuffle by every join key would spread a bucket over
+    # several tasks, and its state over several files), and no bucket is split as skewed
+    "spark.sql.requireAllClusterKeysForCoPartition": "false",
+    "spark.sql.adaptive.skewJoin.enabled": "false",
+}
+"""The session settings a write of `fold`'s or `fold_delta`'s rows is planned with."""
+KEYS = ("table", "bucket", "key")
+_WON = ("order_key", "sign", "_old", CID)
+
+
+def numbered(contrib: DataFrame) -> DataFrame:
+    """Contributions with their `CID`: computed once, by the job that first reads a kept copy
+    of them (`recon.spark.session.kept_as_rows`), so every later read sees the same numbers."""
+    return contrib.withColumn(CID, F.monotonically_increasing_id())
+
+
+def _winners(rows: DataFrame, tables: list[str], **more: Column) -> DataFrame:
+    """Per (table, bucket, key) of `rows` (old state rows, `_old` 1, and contributions, `_old`
+    0, numbered), the winner's order key, sign, `_old` and `CID`, from a narrow aggregate: the
+    highest (order key, sign), the old row on a tie (an hour merged again adds nothing), then
+    the highest number (contributions of one change, replayed: the same row). `more`: other
+    aggregates of the group, by name. Deciding over narrow rows and joining the winners' wide rows to
+    them by a hash table, instead of a `max_by` of the whole rows, which sorted every row with
+    its image and copied it through an interpreted aggregate: a 1M-key hour's fold and write,
+    one JVM, warm, 7.9-8.8 s against 4.7-5.4 s."""
+    best = F.max(F.struct(*_WON)).alias("w")
+    return (
+        rows.groupBy(_sort_first(tables), *KEYS)
+        .agg(best, *[m.alias(name) for name, m in more.items()])
+        .select(
+            *[F.col(c).alias(f"_w{c}") for c in KEYS],
+            *[F.col(f"w.{c}").alias(f"_w{c}") for c in _WON],
+            *more,
+        )
+    )
+
+
+def _joined(wide: DataFrame, won: DataFrame, on: tuple[str, ...]) -> DataFrame:
+    """The rows of `wide` that are their key's winner (`won`: `_winners`), compared on the
+    columns `on` (NULL equal to NULL), by a hash table of the winners in each task."""
+    # (table, bucket) compared as they are, so that the join keeps the rows' partitioning by
+    # them (no row has either NULL: a state row's table is a configured one, its bucket a hash
+    # modulo the table's count); the rest NULL-safe, as the grouping compares them
+    same = [F.col(c) == F.col(f"_w{c}") for c in ("table", "bucket")]
+    cond = functools.reduce(
+        Column.__and__, same + [F.col(c).eqNullSafe(F.col(f"_w{c}")) for c in on]
+    )
+    return wide.join(won.hint("shuffle_hash"), cond, "inner")
+
+
 def fold(
     old: DataFrame,
     contrib: DataFrame,
@@ -106,34 +162,39 @@ def fold(
     columns: dict[str, list[str]] | None = None,
     forget_before_ms: int | None = None,
 ) -> DataFrame:
-    """The new state of the touched buckets: old state rows and this hour's contributions.
+    """The new state of the touched buckets: old state rows and this hour's contributions
+    (`numbered`); written with `FOLD_CONF`.
 
-    One shuffle, by (table, bucket): it also clusters by key for the fold, and it leaves each
-    bucket in one task, so the state is written one file per bucket without shuffling the
-    new state again. The fold groups by `_sort_first` before (table, bucket, key), so that the
-    sort the grouping needs decides nearly every comparison by its first 8 bytes; the write
-    then sorts the winners by (table, bucket), an order they are already in. `columns` (table
-    -> its columns, in their order; its tables also number `_sort_first`'s): the checksum
-    terms of those tables' rows are computed without lambdas (`row_checksum`).
+    One shuffle of the rows, by (table, bucket): it leaves each bucket in one task, so the
+    state is written one file per bucket without shuffling the new state again. Each key's
+    winner is decided over narrow rows (`_winners`), grouped by `_sort_first` before (table,
+    bucket, key), so that the sort the grouping needs decides nearly every comparison by its
+    first 8 bytes. `columns` (table -> its columns, in their order; its tables also number
+    `_sort_first`'s): the checksum terms of those tables' rows are computed without lambdas
+    (`row_checksum`).
     `forget_before_ms` (a pipeline with `retention_hours`): a key's tombstone from a delete
     older than it is dropped, so deleted keys do not pile up in the state for ever (a change
     to the key older than the delete arriving after that would be applied: the window bounds
     how late a change may come). Only here, where a bucket is written whole: a delta's
     tombstone hides the base's row of its key."""
     is_ms = is_multiset(ms_tables)
-    allc = old.unionByName(contrib.select(*STATE_COLS)).repartition("table", "bucket")
-    keys = ("table", "bucket", "key")
-    rest = [c for c in STATE_COLS if c not in keys]
-    pk_state = (
-        allc.where(~is_ms)
-        .groupBy(_sort_first(sorted(columns or {})), *keys)
-        .agg(F.max_by(F.struct(*rest), F.struct("order_key", "sign")).alias("w"))
-        .select(*keys, *[F.col("w")[c].alias(c) for c in rest])
-    )
+    # an old row is one of its key's rows in a bucket's base and deltas, each with a higher
+    # (order key, sign) than the one before (`fold_delta`): no number needed
+    olds = old.withColumns({CID: F.lit(-1).cast("long"), "_old": F.lit(1)})
+    hour = contrib.select(*STATE_COLS, CID).withColumn("_old", F.lit(0))
+    allc = olds.unionByName(hour).repartition("table", "bucket")
+    keyed = allc.where(~is_ms)
+    won = _winners(keyed, sorted(columns or {}))
+    # an inner join (a semi join is pushed below the shuffle, into each side of the union)
+    pk_state = _joined(keyed, won, ("key", *_WON)).select(*STATE_COLS)
     if forget_before_ms is not None:
         t = F.col("event_time_ms")
         pk_state = pk_state.where(~((F.col("sign") == 0) & (t > 0) & (t < forget_before_ms)))
-    ms_state = allc.where(is_ms).dropDuplicates(["table", "bucket", "key", "ident", "sign"])
+    ms_state = (
+        allc.where(is_ms)
+        .dropDuplicates(["table", "bucket", "key", "ident", "sign"])
+        .drop(CID, "_old")
+    )
     # a row that enters the state (or was read without its checksum term) gets it here: once
     # per changed key, not once per contribution or per state row
     return with_checksum(pk_state.unionByName(ms_state), columns)
@@ -181,34 +242,20 @@ def fold_delta(
     olds: DataFrame, contrib: DataFrame, columns: dict[str, list[str]] | None = None
 ) -> DataFrame:
     """Merge-on-read: the state rows an hour adds to keyed tables' buckets, its delta. Per
-    changed key its winner among the hour's contributions and the key's old winner (`olds`:
-    `old_winners`) by the rules of `fold`, kept only when it is not the old one (the old one
-    wins a tie: an hour merged again adds nothing), with the old one's sign and term
-    (`DELTA_COLS`). Grouped as `fold` groups, so each bucket's delta is one task's."""
-    keys = ("table", "bucket", "key")
-    rest = [c for c in STATE_COLS if c not in keys]
+    changed key its winner among the hour's contributions (`numbered`) and the key's old
+    winner (`olds`: `old_winners`) by the rules of `fold` (`_winners`), kept only when it is
+    not the old one, with the old one's sign and term (`DELTA_COLS`). Grouped as `fold`
+    groups, so each bucket's delta is one task's; written with `FOLD_CONF`."""
     marked = olds.select(
-        *keys, F.lit(None).cast("binary").alias("ident"), "order_key", "sign",
-        F.lit(None).cast("map<string,string>").alias("row"),
-        F.lit(None).cast("bigint").alias("event_time_ms"), F.lit(None).cast("string").alias("op"),
-        "ck", F.lit(1).alias("_old"),
-    )  # fmt: skip
-    allc = marked.unionByName(contrib.select(*STATE_COLS).withColumn("_old", F.lit(0)))
+        *KEYS, "order_key", "sign", "ck", F.lit(1).alias("_old"), F.lit(-1).cast("long").alias(CID)
+    )
+    hour = contrib.select(*STATE_COLS, CID).withColumn("_old", F.lit(0))
+    narrow = marked.unionByName(hour.select(*marked.columns)).repartition("table", "bucket")
     old_one = F.struct(F.col("sign").alias("s"), F.col("ck").alias("c"))
-    delta = (
-        allc.repartition("table", "bucket")
-        .groupBy(_sort_first(sorted(columns or {})), *keys)
-        .agg(
-            F.max_by(F.struct(*rest, "_old"), F.struct("order_key", "sign", "_old")).alias("w"),
-            F.max(F.when(F.col("_old") == 1, old_one)).alias("o"),
-        )
-        .where(F.col("w._old") == 0)
-        .select(
-            *keys,
-            *[F.col("w")[c].alias(c) for c in rest],
-            F.col("o.s").alias("o_sign"),
-            F.col("o.c").alias("o_ck"),
-        )  # fmt: skip
+    won = _winners(narrow, sorted(columns or {}), o=F.max(F.when(F.col("_old") == 1, old_one)))
+    won = won.where(F.col("_w_old") == 0)
+    delta = _joined(hour.repartition("table", "bucket"), won, (CID,)).select(
+        *STATE_COLS, F.col("o.s").alias("o_sign"), F.col("o.c").alias("o_ck")
     )
     return with_checksum(delta, columns)
 

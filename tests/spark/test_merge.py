@@ -640,14 +640,15 @@ def test_each_bucket_is_written_as_one_file_without_shuffling_the_new_state_agai
     assert len(list(export_rows(cfg, "s.b"))) == 40 and len(list(export_rows(cfg, "s.a"))) == 40
 
 
-def test_the_folds_sort_decides_by_its_first_column_and_the_write_sorts_by_bucket_only(
+def test_the_fold_sorts_narrow_rows_and_the_write_alone_sorts_the_images(
     spark, tmp_path: Path
 ) -> None:
-    """The fold groups by a long first (`_sort_first`: the table's place, the bucket, 40 bits
-    of the key's hash), so the sort its aggregate needs decides by its first 8 bytes, where the
-    table's name (the same in every row) decided nothing; the write then sorts the winners by
-    (table, bucket) alone, and each bucket is still one file. The plan of the state's write
-    shows both sorts and no other."""
+    """Each key's winner is decided over narrow rows (no images) grouped by a long first
+    (`_sort_first`: the table's place, the bucket, 40 bits of the key's hash), so the sort that
+    aggregate needs decides by its first 8 bytes; the whole rows are shuffled once, by (table,
+    bucket), joined to their winners by a hash table, and sorted once, by the write, by (table,
+    bucket) alone; each bucket is still one file. The plan of the state's write shows these
+    two sorts and no other."""
     cfg = pipeline(tmp_path, {"s.a": {"primary_key": ["id"]}, "s.b": {"primary_key": ["id"]}})
     events = [
         event(i, t, "insert", None, {"id": i % 25, "v": str(i)}, T)
@@ -669,13 +670,14 @@ def test_the_folds_sort_decides_by_its_first_column_and_the_write_sorts_by_bucke
     for plan in plans:
         tree = plan.split("== Final Plan ==")[-1].split("== Initial Plan ==")[0]
         nodes = [ln.strip(" +-:*|") for ln in tree.splitlines() if "(" in ln]
-        write = next(i for i, n in enumerate(nodes) if n.startswith("WriteFiles"))
-        agg = next(i for i, n in enumerate(nodes) if n.startswith("SortAggregate"))
-        sorts = [n for n in nodes[write : agg + 2] if n.startswith("Sort ")]
+        assert sum(n.startswith("ShuffledHashJoin") for n in nodes) == 1, tree
+        sorts = [_sort_keys(plan, n) for n in nodes if n.startswith("Sort ")]
         assert len(sorts) == 2, tree  # the write's, then the aggregate's
-        keys = [_sort_keys(plan, n) for n in sorts]
-        assert keys[0] == ["_t", "_b"], keys
-        assert keys[1][0] == "_groupingexpression" and keys[1][1:] == ["table", "bucket", "key"]
+        assert sorts[0] == ["_t", "_b"], sorts
+        assert sorts[1][0] == "_groupingexpression" and sorts[1][1:] == ["table", "bucket", "key"]
+        agg = next(n for n in nodes if n.startswith("SortAggregate"))
+        agg_input = _node_details(plan, agg).split("Input [", 1)[1].split("]", 2)[1]
+        assert "row#" not in agg_input and "key#" in agg_input, agg_input
     state = cfg.layout.merge
     for name in ("s.a", "s.b"):
         for f in load_manifest(cfg)["tables"][name]["files"].values():
@@ -683,11 +685,16 @@ def test_the_folds_sort_decides_by_its_first_column_and_the_write_sorts_by_bucke
         assert len(list(export_rows(cfg, name))) == 25
 
 
+def _node_details(plan: str, node: str) -> str:
+    """The lines a formatted plan gives its node (`Sort (7)`) below the tree."""
+    number = node.split("(")[1].split(")")[0]
+    name = node.split(" (")[0]
+    return plan.split(f"\n({number}) {name}")[-1].split("\n\n")[0]
+
+
 def _sort_keys(plan: str, node: str) -> list[str]:
     """The columns a plan's sort node (`Sort (7)`) sorts by, without their ids."""
-    number = node.split("(")[1].split(")")[0]
-    details = plan.split(f"\n({number}) Sort")[-1]
-    args = details.split("Arguments: [", 1)[1].split("]", 1)[0]
+    args = _node_details(plan, node).split("Arguments: [", 1)[1].split("]", 1)[0]
     return [a.split("#")[0].strip() for a in args.split(",")]
 
 
@@ -928,7 +935,7 @@ def test_the_folds_first_grouping_column_changes_no_winner(spark) -> None:
     (table, bucket, key) for speed alone: with the tables numbered, some unnumbered (NULL), or
     too many to number, the same winners."""
     from recon.merge.contributions import STATE_DDL
-    from recon.merge.state import fold
+    from recon.merge.state import fold, numbered
 
     rows = [  # table, bucket, key, order key, sign: per key the highest (order key, sign) wins
         (t, b, f'["{k}"]', None, bytes([o]), s, {"v": f"{t}{k}{o}"}, o, "update", None)
@@ -937,7 +944,7 @@ def test_the_folds_first_grouping_column_changes_no_winner(spark) -> None:
         for k in range(5)
         for o, s in ((1, 1), (2, 0), (k, 1))
     ]
-    contrib = spark.createDataFrame(rows, STATE_DDL)
+    contrib = numbered(spark.createDataFrame(rows, STATE_DDL))
     old = spark.createDataFrame([], STATE_DDL)
 
     def winners(columns: dict[str, list[str]] | None) -> list[tuple]:
