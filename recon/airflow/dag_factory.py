@@ -348,6 +348,11 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
             poke_interval=120,
             timeout=6 * 3600,
             retries=0,
+            # hour H's wait (and so its Spark application) starts once hour H-1 has decoded:
+            # a backfill runs up to ten runs at once, whose decodes go one after the other
+            # (`depends_on_past`), and each opened its application at once, to sit idle
+            depends_on_past=True,
+            wait_for_downstream=True,
         )
         app, decode, merge, audit, stop = _stage_operators(cfg, spark_conf or {})
         needs_stages(rng) >> wait >> app >> decode >> merge >> audit

@@ -126,10 +126,11 @@ def _winners(rows: DataFrame, tables: list[str], **more: Column) -> DataFrame:
     0, numbered), the winner's order key, sign, `_old` and `CID`, from a narrow aggregate: the
     highest (order key, sign), the old row on a tie (an hour merged again adds nothing), then
     the highest number (contributions of one change, replayed: the same row). `more`: other
-    aggregates of the group, by name. Deciding over narrow rows and joining the winners' wide rows to
-    them by a hash table, instead of a `max_by` of the whole rows, which sorted every row with
-    its image and copied it through an interpreted aggregate: a 1M-key hour's fold and write,
-    one JVM, warm, 7.9-8.8 s against 4.7-5.4 s."""
+    aggregates of the group, by name. Deciding over narrow rows and joining the winners' wide
+    rows to them by a hash table (`_joined`), instead of a `max_by` of the whole rows, which
+    sorted every row with its image and copied it through an interpreted aggregate: a 1M-key
+    hour's fold and write, one JVM, warm, 7.9-8.8 s against 4.7-5.4 s (fresh `recon run`s:
+    13% less CPU; benchmarks/HISTORY.md, session 68)."""
     best = F.max(F.struct(*_WON)).alias("w")
     return (
         rows.groupBy(_sort_first(tables), *KEYS)

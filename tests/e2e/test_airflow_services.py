@@ -46,6 +46,11 @@ def _backfill_runs(af: AirflowServices) -> list[dict]:
     return [x for x in runs if x["run_type"] == "backfill"]
 
 
+def _task_instances(af: AirflowServices, run_id: str) -> dict[str, dict]:
+    got = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances")
+    return {t["task_id"]: t for t in got["task_instances"]}
+
+
 def _drop_scheduled_runs(af: AirflowServices) -> None:
     """The DAG is unpaused for the backfill: when the suite crosses an hour boundary the
     scheduler starts the next hour's run, whose sensor waits hours for a dump no one writes (and,
@@ -206,14 +211,18 @@ def test_backfill_of_three_hours_equals_recon_run(
         format_hour(HOURS[2]),
     }
     for x in runs:
-        tis = af.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{x['dag_run_id']}/taskInstances")
-        assert {t["task_id"]: t["state"] for t in tis["task_instances"]}["expire"] == "success"
+        ti = _task_instances(af, x["dag_run_id"])
+        assert ti["expire"]["state"] == "success"
         # the Spark stages ran in the pool the database's setup created (recon.airflow.pool)
-        pools = {t["task_id"]: t["pool"] for t in tis["task_instances"]}
-        assert {pools[t] for t in ("spark_app", "decode", "merge_publish", "audit")} == {
-            "recon_spark"
-        }
+        pools = {ti[t]["pool"] for t in ("spark_app", "decode", "merge_publish", "audit")}
+        assert pools == {"recon_spark"}
     assert af.api("GET", "/api/v2/pools/recon_spark")["slots"] == 2
+    # a backfill runs up to ten runs at once, but an hour's Spark application starts only once
+    # the hour before has decoded (its dump sensor waits for it): at most two are open, not ten
+    # idle ones waiting their turn to decode
+    tis = [_task_instances(af, x["dag_run_id"]) for x in runs]
+    for before, after in zip(tis, tis[1:], strict=False):
+        assert after["spark_app"]["start_date"] >= before["decode"]["end_date"], (before, after)
     # setting it up again (a second compose `up`) leaves the operator's pool as it is
     again = subprocess.run(
         [sys.executable, "-m", "recon.airflow.pool", "recon_spark", "7"],

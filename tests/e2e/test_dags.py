@@ -110,6 +110,9 @@ def test_every_pipeline_is_a_dag_with_the_expected_shape(tmp_path: Path) -> None
     assert d["trigger_rules"]["announce"] == "none_failed"
     assert d["depends_on_past"]["merge_publish"] is True
     assert d["depends_on_past"]["decode"] is True  # hour H+1 needs what H carried out
+    # hour H+1's Spark application opens once hour H has decoded (a backfill's runs at once)
+    assert d["depends_on_past"]["wait_for_dump"] is True
+    assert d["wait_for_downstream"]["wait_for_dump"] is True
     stages = ("spark_app", "decode", "merge_publish", "audit")
     assert {d["conn"][t] for t in stages} == {"spark_default"}
     assert d["params"] == [
