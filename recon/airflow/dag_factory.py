@@ -340,20 +340,7 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
             return announce_assets(pipeline_file, h, context["outlet_events"])
 
         rng = hours()
-        wait = PythonSensor(
-            task_id="wait_for_dump",
-            python_callable=dump_complete,
-            op_args=[pipeline_file, rng],
-            mode="reschedule",
-            poke_interval=120,
-            timeout=6 * 3600,
-            retries=0,
-            # hour H's wait (and so its Spark application) starts once hour H-1 has decoded:
-            # a backfill runs up to ten runs at once, whose decodes go one after the other
-            # (`depends_on_past`), and each opened its application at once, to sit idle
-            depends_on_past=True,
-            wait_for_downstream=True,
-        )
+        wait = _dump_sensor(pipeline_file, rng)
         app, decode, merge, audit, stop = _stage_operators(cfg, spark_conf or {})
         needs_stages(rng) >> wait >> app >> decode >> merge >> audit
         wait >> decode  # skipped with the wait (audit_only), while the audit needs the app
@@ -363,6 +350,24 @@ def build_dag(cfg: PipelineConfig, spark_conf: dict[str, str] | None = None) -> 
         if cfg.retention_hours:
             _expire_task(pipeline_file, cfg.retention_hours, announced)
     return dag
+
+
+def _dump_sensor(pipeline_file: str, hours: Any) -> PythonSensor:
+    """The run's wait for its hours' dumps to be complete (`dump_complete`)."""
+    return PythonSensor(
+        task_id="wait_for_dump",
+        python_callable=dump_complete,
+        op_args=[pipeline_file, hours],
+        mode="reschedule",
+        poke_interval=120,
+        timeout=6 * 3600,
+        retries=0,
+        # hour H's wait (and so its Spark application) starts once hour H-1 has decoded: a
+        # backfill runs up to ten runs at once, whose decodes go one after the other
+        # (`depends_on_past`), and each opened its application at once, to sit idle
+        depends_on_past=True,
+        wait_for_downstream=True,
+    )
 
 
 def _expire_task(pipeline_file: str, keep_hours: int, after: Any) -> None:
