@@ -32,23 +32,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from recon.appsocket import stop_shared_apps
 from recon.config import load_config
 from recon.demo import sample
 from recon.demo.demo import write_dump
 from recon.hours import format_hour
 from recon.publish.export import export_rows
+from tests.support import builders
 from tests.support.airflow_services import AirflowServices
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "day"
 DAG = f"recon_{NAME}"
-DDL = (
-    "CREATE TABLE orders (id INT PRIMARY KEY, customer VARCHAR(32), amount DECIMAL(10,2), "
-    "status VARCHAR(16), updated_at DATETIME, note VARBINARY(16))"
-)
 
 
 def write_day(work: Path, start: datetime, hours: int, txns: int) -> int:
@@ -62,21 +57,17 @@ def write_day(work: Path, start: datetime, hours: int, txns: int) -> int:
 
 def write_pipeline(folder: Path, work: Path, wh: str, start: datetime, hours: int) -> Path:
     last = start + timedelta(hours=hours - 1)
-    doc = {
-        "name": NAME,
-        "format": "dataworks_json",
-        "raw_path": str(work / "raw"),
-        "topics": [NAME],
-        "warehouse": str(work / wh),
-        "start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    return builders.write_pipeline(
+        folder / f"{NAME}.yaml",
+        name=NAME,
+        format="dataworks_json",
+        raw=work / "raw",
+        warehouse=work / wh,
+        start=start,
         # the scheduler runs no hour past the day: the backfill's are all there is
-        "airflow": {"end_date": last.strftime("%Y-%m-%dT%H:%M:%SZ")},
-        "tables": {"shop.orders": {"ddl": DDL}},
-    }
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{NAME}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+        airflow={"end_date": last.isoformat()},
+        tables={"shop.orders": {"ddl": sample.CREATE_SQL}},
+    )
 
 
 def _seconds(a: str | None, b: str | None) -> float | None:
