@@ -43,7 +43,7 @@ from recon.merge.contributions import STATE_DDL
 from recon.merge.manifest import load_manifest
 from recon.merge.stage import _HourMerge, merge_hour
 from recon.merge.state import checksum_sums, fold
-from recon.publish.iceberg import _column_exprs, _typed_rows, load_table
+from recon.publish.iceberg import column_exprs, _typed_rows, load_table
 from recon.spark.session import get_spark
 
 BUCKETS = 16
@@ -145,7 +145,7 @@ def mor_hour(spark: SparkSession, cfg: PipelineConfig, out: Path) -> dict[str, f
     lookup_stats(m, delta)
     lap("old winners looked up, statistics")
     s = m.schemas[TABLE]
-    typed = _typed_rows(delta.where(F.col("sign") == 1), s, _column_exprs(s, {}))
+    typed = _typed_rows(delta.where(F.col("sign") == 1), s, column_exprs(s, {}))
     typed.write.mode("overwrite").parquet(str(out / "published"))
     lap("the delta's rows published")
     files = [t.file.file_path for t in load_table(cfg, TABLE).scan().plan_files()]

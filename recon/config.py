@@ -59,7 +59,7 @@ _TOP_KEYS = {
 _REQUIRED = ("name", "format", "raw_path", "topics", "warehouse", "start", "tables")
 WRITE_MODES = ("copy-on-write", "merge-on-read")
 DEFAULT_WRITE_MODE = "merge-on-read"  # since session 59 (README, "Merge and publish")
-_TABLE_KEYS = {"primary_key", "columns", "ddl", "from"}
+_TABLE_KEYS = {"primary_key", "columns", "ddl", "from", "history"}
 _AUDIT_KEYS = {"fail_on", "open_transaction_hours"}
 _AIRFLOW_KEYS = {"owner", "pool", "queue", "retries", "end_date", "tags"}
 _NOTIFY_KEYS = {"email", "from", "smtp_conn_id", "slack_conn_id", "deadline_minutes"}
@@ -89,6 +89,8 @@ class TableConfig:
     # source tables whose changes feed this one (shards, renamed databases); `*` and `?` match
     # any text / one character. Empty: the table of the same name.
     sources: tuple[str, ...] = ()
+    # keep every version of every row in `<db>.<table>__history` (`recon.publish.history`)
+    history: bool = False
 
     def table_def(self) -> TableDef | None:
         """Column names/types known from the config (`ddl:` wins over `columns:`)."""
@@ -330,7 +332,10 @@ def _tables(path: Path, value: Any) -> dict[str, TableConfig]:
                     f"{key}.from",
                     f"{src!r} is not db.table (with * or ? as wildcards), e.g. shop_*.orders",
                 )
-        out[name] = TableConfig(name, pk, cols, ddl, sources)
+        history = opts.get("history", False)
+        if not isinstance(history, bool):
+            raise _fail(path, f"{key}.history", "must be true or false")
+        out[name] = TableConfig(name, pk, cols, ddl, sources, history)
     seen: dict[str, str] = {}
     for name in out:
         key = ".".join(_catalog_part(p) for p in name.split(".", 1))

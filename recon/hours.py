@@ -48,6 +48,27 @@ def parse_hour(text: str, what: str = "hour") -> datetime:
     return hour
 
 
+_TIME_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}(:?\d{2})?)?$"
+)
+
+
+def parse_time(text: str, what: str) -> datetime:
+    """`YYYY-MM-DDTHH:MM:SS[.ffffff]` (UTC; or with a zone, `Z` or `+02:00`), as an aware
+    datetime in UTC: a source commit time (`recon export --as-of-time`)."""
+    t = text.strip()
+    if not _TIME_RE.match(t):
+        raise ConfigError(
+            f"{what} {text!r} is not a time; write it as YYYY-MM-DDTHH:MM:SS[.ffffff] in UTC "
+            "(e.g. 2026-11-20T10:42:00)"
+        )
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError as err:
+        raise ConfigError(f"{what} {text!r} is not a valid time ({err})") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC)
+
+
 def format_hour(hour: datetime) -> str:
     """`YYYY-MM-DDTHH` (UTC): the one notation, owned by `recon.layout.hour_text`."""
     return hour_text(hour)

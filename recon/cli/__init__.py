@@ -18,7 +18,7 @@ from recon import __version__
 from recon.cli import inspect_cmd
 from recon.config import load_config, load_folder
 from recon.errors import EXIT_USER_ERROR, ReconError
-from recon.hours import format_hour, parse_hour
+from recon.hours import format_hour, parse_hour, parse_time
 from recon.layout import write_json_atomic
 from recon.objstore import StoreError
 
@@ -164,6 +164,12 @@ def _table_commands(sub: argparse._SubParsersAction) -> None:
     v = p.add_mutually_exclusive_group()
     v.add_argument("--as-of-hour", metavar="HOUR", help="the version published for this hour")
     v.add_argument("--snapshot-id", type=int, metavar="ID", help="an Iceberg snapshot id")
+    v.add_argument(
+        "--as-of-time",
+        metavar="TIME",
+        help="the rows as the source held them at this commit time, YYYY-MM-DDTHH:MM:SS[.ffffff] "
+        "UTC (from the table's history: `history: true`)",
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(
@@ -469,11 +475,15 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from recon.publish.export import export_rows, write_export
+    from recon.publish.export import export_as_of_time, export_rows, write_export
 
     cfg = load_config(args.pipeline)
-    as_of = format_hour(parse_hour(args.as_of_hour, "--as-of-hour")) if args.as_of_hour else None
-    rows = export_rows(cfg, args.table, args.with_metadata, args.snapshot_id, as_of)
+    if args.as_of_time:
+        at = parse_time(args.as_of_time, "--as-of-time")
+        rows = export_as_of_time(cfg, args.table, at, args.with_metadata)
+    else:
+        hour = args.as_of_hour and format_hour(parse_hour(args.as_of_hour, "--as-of-hour"))
+        rows = export_rows(cfg, args.table, args.with_metadata, args.snapshot_id, hour)
     n = write_export(rows, Path(args.out))
     print(f"{n} rows of {args.table} written to {args.out}")
     return 0

@@ -8,7 +8,7 @@ from typing import NotRequired, TypedDict
 from recon.config import PipelineConfig
 from recon.layout import read_json
 from recon.merge.manifest import SnapshotInfo
-from recon.publish.result import PublishResult
+from recon.publish.result import HistoryResult, PublishResult
 
 
 class Skipped(TypedDict):
@@ -46,6 +46,8 @@ class TableMerge(TypedDict):
     buckets: int
     primary_key: list[str]
     published: PublishResult
+    history: NotRequired[HistoryResult]
+    """The hour's commit to the table's history (`history: true`)."""
     folded_in_decode: NotRequired[int]
     """Changes the decode tasks found superseded by a later change of their key
     (`recon.decode.premerge.prefold`): the merge folded the winners that stand for them, not them."""

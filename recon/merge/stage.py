@@ -115,13 +115,15 @@ from recon.merge.winners import (
     value_classes_by_table,
     without_sup,
 )
+from recon.publish.history import POSITION_COLUMNS as HISTORY_POSITIONS
+from recon.publish.history import keeps_history, publish_history, versions
 from recon.publish.iceberg import (
     publish_table,
     published_hours,
     published_types,
     unfit_value_checks,
 )
-from recon.publish.result import PublishResult
+from recon.publish.result import HistoryResult, PublishResult
 from recon.spark.session import (
     SMALL_HOUR_BYTES,
     SMALL_HOUR_ROWS,
@@ -275,6 +277,8 @@ class _HourMerge:
         self.check_events_unchanged()
         new_man = copy_manifest(self.man)
         tables_out = {n: self.finish_table(n, new_man, publish) for n in self.names}
+        for n in self.histories:
+            tables_out[n]["history"] = self.publish_history(n)
         checkpoint("merge:published")
         self.commit_manifest(new_man)
         result = self.result(tables_out, limited)
@@ -321,6 +325,13 @@ class _HourMerge:
         self.events = normalize(self.events)
         if self.winners is not None:
             self.winners = normalize(self.winners)
+        for n in self.histories:
+            if not self.schemas[n].primary_key:
+                raise ReconError(
+                    f"table {n} keeps a history (`history: true` in {self.cfg.source_file}) but "
+                    "has no primary key: declare one with `primary_key: [col, ...]` in its "
+                    "options, or remove `history: true`"
+                )
 
     def read_events(self) -> None:
         ev_dir = self.cfg.layout.events(self.hour)
@@ -362,10 +373,15 @@ class _HourMerge:
             self.value_classes = value_classes_by_table(self.cfg, decoded)
 
     def prefold_tables(self, wm: Watermark | None) -> list[str]:
-        """The tables this hour merges from its winners (`recon.merge.winners`)."""
+        """The tables this hour merges from its winners (`recon.merge.winners`): not those
+        keeping a history, which takes every change."""
         if self.winners is None:
             return []
-        keyed = [n for n in self.names if keyed_as_stated(n, self.schemas[n], self.summary)]
+        keyed = [
+            n
+            for n in self.names
+            if keyed_as_stated(n, self.schemas[n], self.summary) and n not in self.histories
+        ]
         if not keyed:
             return []
         if wm is None and self.value_classes is not None:
@@ -419,7 +435,8 @@ class _HourMerge:
         wm = load_watermark(self.cfg.snapshot_path) if self.cfg.snapshot_path else None
         self.prefolded = self.prefold_tables(wm)
         pks = {n: s.primary_key for n, s in self.schemas.items()}
-        contrib = contributions(self.changes_to_fold(wm), pks, carried=(UNFIT,))
+        positions = HISTORY_POSITIONS if self.histories else ()
+        contrib = contributions(self.changes_to_fold(wm), pks, carried=(UNFIT, *positions))
         self.snapshot_info = self.man["snapshot"]
         self.snapshot_for = [
             n for n in self.names if wm is not None and snapshot_pending(self.man, n)
@@ -430,7 +447,8 @@ class _HourMerge:
                 contrib = contrib.unionByName(
                     snap.withColumn(UNFIT, F.array().cast("array<string>")).withColumn(
                         SUP, no_sup()
-                    )
+                    ),
+                    allowMissingColumns=True,  # a snapshot's rows have no source position
                 )
             self.snapshot_info = {
                 "watermark": wm.to_json(),
@@ -458,13 +476,14 @@ class _HourMerge:
                 ev, self.skipped_wm, self.not_comparable = watermark_skips(
                     ev, wm, among=F.size(UNFIT) == 0
                 )
-            parts.append(without_sup(ev).select(*FOLDED_COLUMNS))
+            extra = [c for c in HISTORY_POSITIONS if self.histories and c not in FOLDED_COLUMNS]
+            parts.append(without_sup(ev).select(*FOLDED_COLUMNS, *extra))
         if self.prefolded and self.winners is not None:
             won = self.winners.where(F.col("table").isin(self.prefolded) & (F.col("op") != "ddl"))
             # their every change fits (`prefold_tables`)
             won = won.withColumn(UNFIT, F.array().cast("array<string>"))
             parts.append(won.select(*FOLDED_COLUMNS))
-        return functools.reduce(DataFrame.unionByName, parts)
+        return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
 
     def find_touched_buckets(self) -> None:
         touched, self.entered, self.unfit, self.changed_keys = contribution_counts(
@@ -734,6 +753,27 @@ class _HourMerge:
             # what this version holds is the newest merged hour's: hour H's tag stays on H's
             tag=max(self.H, newest_hour_of(self.man, n) or self.H),
         )
+
+    def publish_history(self, n: str) -> HistoryResult:
+        """The hour's versions of table `n` into its history (`recon.publish.history`): every
+        change, in a rebuild's hours too (the history is built from the decoded hours)."""
+        s = self.schemas[n]
+        props = {
+            "recon.pipeline": self.cfg.name,
+            "recon.hour": self.H,
+            "recon.run-id": self.run_id,
+            "recon.schema-version": str(s.version),
+        }
+        changes = versions(self.to_fold.where(F.col("table") == n), s.primary_key)
+        return publish_history(
+            self.spark, self.cfg, n, s, changes, sorted(self.touched[n]), props,
+            (self.run_id, self.H, self.attempt),
+        )  # fmt: skip
+
+    @property
+    def histories(self) -> list[str]:
+        """The tables merged this hour that keep a history (`history: true`)."""
+        return [n for n in self.names if keeps_history(self.cfg, n)]
 
     def written_checks(self, n: str) -> tuple[dict[str, int], int]:
         """Over the rows written for table `n` (its touched buckets): values published as NULL

@@ -9,7 +9,9 @@ from recon.hours import format_hour, parse_hour
 from recon.merge.manifest import load_manifest, rollback_state, saved_state
 from recon.ops.lock import pipeline_lock
 from recon.ops.run import QUIET, Progress
+from recon.publish.history import keeps_history, trim_history
 from recon.publish.iceberg import is_published, restore_version, version_at_hour
+from recon.spark.session import get_spark
 
 
 def rollback(
@@ -38,6 +40,11 @@ def rollback(
             if is_published(cfg, t)
         }
         restored = [restore_version(cfg, t, H, target) for t, target in targets.items()]
+        histories = [t for t in cfg.tables if keeps_history(cfg, t)]
+        if histories:  # the versions later hours published out, what they ended open again
+            spark = get_spark(f"recon-rollback-{cfg.name}")
+            for t in histories:
+                trim_history(cfg, spark, t, H)
         rollback_state(cfg, parse_hour(H), {r["table"]: r["snapshot_id"] for r in restored})
     for r in restored:
         if r["restored_from"] is None:

@@ -254,7 +254,7 @@ def spark_local_form(path: Column, mirror: Path) -> Column:
     return local_form(F.when(path.contains("%"), decoded).otherwise(path), mirror)
 
 
-def _placed(
+def placed_rows(
     spark: SparkSession,
     tasks: Sequence[FileScanTask],
     mirror: Path,
@@ -299,7 +299,7 @@ def read_snapshot_files(
     tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
     if not tasks:
         return None
-    return _placed(spark, tasks, mirror, ["*"]).drop("_del_path", "_del_pos")
+    return placed_rows(spark, tasks, mirror, ["*"]).drop("_del_path", "_del_pos")
 
 
 def live_positions(
@@ -309,17 +309,35 @@ def live_positions(
     columns: Sequence[str],
     among: tuple[DataFrame, list[str]] | None = None,
 ) -> DataFrame:
-    """The rows the tasks' data files still publish (of those `among` keeps: `_placed`):
+    """The rows the tasks' data files still publish (of those `among` keeps: `placed_rows`):
     `columns`, and each row's `file_path` (as the table's manifests name its file) and `pos`,
     the two a position delete names it by."""
-    named = spark.createDataFrame(
+    return (
+        placed_rows(spark, tasks, mirror, columns, among)
+        .join(F.broadcast(_named(spark, tasks, mirror)), "_del_path")
+        .select(*columns, "file_path", F.col("_del_pos").alias("pos"))
+    )
+
+
+def rows_and_positions(
+    spark: SparkSession, tasks: Sequence[FileScanTask], mirror: Path
+) -> DataFrame:
+    """Every row the tasks' data files still publish, every column, each with its `file_path`
+    and `pos` (`live_positions` of whole rows)."""
+    return (
+        placed_rows(spark, tasks, mirror, ["*"])
+        .join(F.broadcast(_named(spark, tasks, mirror)), "_del_path")
+        .withColumnRenamed("_del_pos", "pos")
+        .drop("_del_path")
+    )
+
+
+def _named(spark: SparkSession, tasks: Sequence[FileScanTask], mirror: Path) -> DataFrame:
+    """Each data file's path in `local_form` (`_del_path`) beside its manifests' name for it
+    (`file_path`)."""
+    return spark.createDataFrame(
         sorted({(_local(t.file.file_path, mirror), t.file.file_path) for t in tasks}),
         "_del_path string, file_path string",
-    )
-    return (
-        _placed(spark, tasks, mirror, columns, among)
-        .join(F.broadcast(named), "_del_path")
-        .select(*columns, "file_path", F.col("_del_pos").alias("pos"))
     )
 
 

@@ -6,17 +6,20 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pyiceberg.expressions import And, GreaterThan, IsNull, LessThanOrEqual, Or
+from pyiceberg.table import Table
 
 from recon.config import PipelineConfig
 from recon.core.values import INTEGER_LOGICAL, date_text, datetime_text
 from recon.layout import atomic_writer
+from recon.publish.history import load_history
 from recon.publish.iceberg import load_table, snapshot_at_hour
 
 
@@ -50,16 +53,41 @@ def export_rows(
     if hour is not None:
         snapshot_id = snapshot_at_hour(cfg, name, table, hour)
     if snapshot_id is None and table.current_snapshot() is None:
-        return
+        return iter(())
     data = table.scan(snapshot_id=snapshot_id).to_arrow()
+    cols = [f.name for f in data.schema if with_metadata or not f.name.startswith("_cdc_")]
+    return rendered(table, data, cols)
+
+
+def export_as_of_time(
+    cfg: PipelineConfig, name: str, at: datetime, with_metadata: bool = False
+) -> Iterator[dict[str, Any]]:
+    """The rows of table `name` as its source held them at commit time `at` (UTC), from its
+    history (`recon.publish.history`): the versions valid then, sorted by key, rendered as
+    `export_rows` renders them (`with_metadata`: with the history's `__` columns)."""
+    table = load_history(cfg, name)
+    if table.current_snapshot() is None:
+        return iter(())
+    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    t = (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    valid = And(
+        LessThanOrEqual("__valid_from", t),  # type: ignore[call-arg,arg-type]
+        Or(IsNull("__valid_to"), GreaterThan("__valid_to", t)),  # type: ignore[call-arg,arg-type]
+    )
+    data = table.scan(row_filter=valid).to_arrow()
+    meta = ("_cdc_",) if with_metadata else ("_cdc_", "__")
+    cols = [f.name for f in data.schema if not f.name.startswith(meta)]
+    return rendered(table, data, cols)
+
+
+def rendered(table: Table, data: pa.Table, cols: list[str]) -> Iterator[dict[str, Any]]:
+    """Columns `cols` of the rows `data` read from `table`, sorted by its key, each value in the
+    export rendering (`render_value`; integers and FLOATs as the source shows them)."""
     pk = json.loads(table.properties.get("recon.primary-key", "[]"))
     logical = json.loads(table.properties.get("recon.logical-types", "{}"))
     ints = {c for c, t in logical.items() if t in INTEGER_LOGICAL}
     floats32 = {f.name for f in data.schema if pa.types.is_float32(f.type)}
-    cols = [f.name for f in data.schema if with_metadata or not f.name.startswith("_cdc_")]
-    keys = [c for c in pk if c in data.column_names] or [
-        c for c in cols if not c.startswith("_cdc_")
-    ]
+    keys = [c for c in pk if c in cols] or [c for c in cols if not c.startswith("_cdc_")]
     if data.num_rows:
         data = data.sort_by(
             [(c, "ascending") for c in keys if _sortable(data.schema.field(c).type)]

@@ -204,19 +204,19 @@ def publish_table(
     `replaced` is given (merge-on-read: `_replaced_rows`)."""
     cat = get_catalog(cfg)
     ident = identifier(cat, cfg, name)
-    table = _load_or_none(cat, ident)
-    existing = _published_types(table)
-    exprs = _column_exprs(schema, existing)
+    table = load_or_none(cat, ident)
+    existing = types_of(table)
+    exprs = column_exprs(schema, existing)
     typed = _typed_rows(live, schema, exprs)
     arrow_schema = pa.schema(
         [f.with_nullable(True) for f in to_arrow_schema(typed.schema, timezone="UTC")]
     )
     if created := table is None:
-        table = _create_table(cat, ident, arrow_schema, cfg, name, schema)
-    moved = _renames_and_drops(schema, existing)
+        table = create_table(cat, ident, arrow_schema, cfg, name, schema)
+    moved = renames_and_drops(schema, existing)
     added = set(existing) | set(moved.values()) if not created else {f.name for f in arrow_schema}
     missing = [f.name for f in arrow_schema if f.name not in added]
-    promoted = _promotions(schema, existing)
+    promoted = promotions(schema, existing)
     tag = tag or props["recon.hour"]
     if not touched and not missing and not promoted and not moved and not replace_all:
         sid = _current_id(table)
@@ -224,12 +224,14 @@ def publish_table(
         return {"committed": False, "snapshot_id": sid, "files_added": 0, "files_removed": 0}
     mirror = cfg.layout.object_mirror
     out = table_data_run(local_path(table.location(), mirror), *attempt)
-    new_files = _write_data_files(spark, typed, touched, out)
+    new_files = write_data_files(spark, typed, touched, out)
     rows = None if replaced is None or replace_all else ((schema, existing), replaced)
     files = _replaced(spark, table, mirror, rows, touched, replace_all, out / "_del")
-    new_files = _uploaded(table, out, new_files, mirror)
+    new_files = uploaded(table, out, new_files, mirror)
     checkpoint("publish:files-written")
-    _commit(table, schema, arrow_schema, (moved, missing, promoted), new_files, files, props, tag)
+    commit_files(
+        table, schema, arrow_schema, (moved, missing, promoted), new_files, files, props, tag
+    )
     table = cat.load_table(ident)
     return {
         "committed": True,
@@ -259,7 +261,7 @@ def _replaced(
     return _replaced_rows(spark, table, mirror, rows[0], rows[1], touched, out)
 
 
-def _uploaded(table: Table, out: Path, new_files: list[str], mirror: Path) -> list[str]:
+def uploaded(table: Table, out: Path, new_files: list[str], mirror: Path) -> list[str]:
     """The attempt's files (`out`) as the commit names them: for a table on S3, uploaded from
     `mirror` (where Spark wrote them) before the commit, by their objects' URIs."""
     if not is_s3(table.location()):
@@ -268,14 +270,14 @@ def _uploaded(table: Table, out: Path, new_files: list[str], mirror: Path) -> li
     return [uri_of(Path(f), mirror) for f in new_files]
 
 
-def _load_or_none(cat: Catalog, ident: tuple[str, ...]) -> Table | None:
+def load_or_none(cat: Catalog, ident: tuple[str, ...]) -> Table | None:
     try:
         return cat.load_table(ident)
     except NoSuchTableError:
         return None
 
 
-def _published_types(table: Table | None) -> dict[str, str]:
+def types_of(table: Table | None) -> dict[str, str]:
     """The Spark type of each column readers already see (none for a new table)."""
     existing: dict[str, str] = {}
     if table is not None:
@@ -286,7 +288,7 @@ def _published_types(table: Table | None) -> dict[str, str]:
     return existing
 
 
-def _column_exprs(schema: TableSchema, existing: dict[str, str], src: str = "row") -> list[str]:
+def column_exprs(schema: TableSchema, existing: dict[str, str], src: str = "row") -> list[str]:
     """SQL for each column's published value from the text map `src`: the schema's type, unless
     the table already has another that cannot be promoted to it (then values are cast to what
     readers already see)."""
@@ -306,7 +308,7 @@ def _column_exprs(schema: TableSchema, existing: dict[str, str], src: str = "row
 
 
 def cast_type(logical: str, have: str | None) -> str:
-    """The Spark type a column's text is published as (`_column_exprs`): its logical type's,
+    """The Spark type a column's text is published as (`column_exprs`): its logical type's,
     unless the table already has another (`have`) that cannot be promoted to it."""
     want = spark_type(logical)
     return want if not have or widens(have, want) else have
@@ -321,7 +323,7 @@ def published_types(cfg: PipelineConfig, name: str) -> dict[str, str]:
     """The Spark type of each column of table `name` readers already see (none for a new
     table): what `unfit_value_checks` judges against. The merge reads it once per table."""
     cat = get_catalog(cfg)
-    return _published_types(_load_or_none(cat, identifier(cat, cfg, name)))
+    return types_of(load_or_none(cat, identifier(cat, cfg, name)))
 
 
 def unfit_value_checks(
@@ -333,7 +335,7 @@ def unfit_value_checks(
     not a misfit. The merge sets such changes aside (`src` "after") and counts, over the rows it
     writes, what publish would still turn into NULL (`src` "row")."""
     checks = []
-    exprs = _column_exprs(schema, existing, src)
+    exprs = column_exprs(schema, existing, src)
     for (c, lt), expr in zip(schema.columns, exprs, strict=True):
         v = f"{src}['{sql_string(c)}']"
         if expr == v:  # published as the text itself: always fits
@@ -349,7 +351,7 @@ def _typed_rows(live: DataFrame, schema: TableSchema, exprs: list[str]) -> DataF
     cols = [F.expr(e).alias(c) for (c, _), e in zip(schema.columns, exprs, strict=True)]
     return live.select(
         *cols,
-        # by the JVM's case mappings (`ASCII_CASE`: `_write_data_files`)
+        # by the JVM's case mappings (`ASCII_CASE`: `write_data_files`)
         F.lower(F.hex("order_key")).alias("_cdc_order_key"),
         F.timestamp_millis("event_time_ms").alias("_cdc_source_ts"),
         F.col("op").alias("_cdc_op"),
@@ -357,7 +359,7 @@ def _typed_rows(live: DataFrame, schema: TableSchema, exprs: list[str]) -> DataF
     )
 
 
-def _create_table(
+def create_table(
     cat: Catalog,
     ident: tuple[str, ...],
     arrow_schema: pa.Schema,
@@ -388,7 +390,7 @@ ICU's (Spark's default) load their tables on a JVM's first `lower`, ~1 s of CPU,
 hex 9.6-10.6 s by `translate`, 2.0-2.4 s by `lower`, warm)."""
 
 
-def _write_data_files(
+def write_data_files(
     spark: SparkSession, typed: DataFrame, touched: list[int], out: Path
 ) -> list[str]:
     """Spark writes the touched buckets' rows into `out`, a folder of this attempt alone (the
@@ -407,7 +409,7 @@ def _write_data_files(
     return sorted(str(p) for p in out.glob("_pb=*/*.parquet"))
 
 
-def _promotions(schema: TableSchema, existing: dict[str, str]) -> dict[str, IT.PrimitiveType]:
+def promotions(schema: TableSchema, existing: dict[str, str]) -> dict[str, IT.PrimitiveType]:
     """Columns whose published type Iceberg can promote to the schema's (int -> bigint, float ->
     double, decimal precision up): the column's new Iceberg type. Files written before keep
     their type; Iceberg readers promote them."""
@@ -425,13 +427,16 @@ def _promotions(schema: TableSchema, existing: dict[str, str]) -> dict[str, IT.P
     return out
 
 
-def _renames_and_drops(schema: TableSchema, existing: dict[str, str]) -> dict[str, str | None]:
+def renames_and_drops(
+    schema: TableSchema, existing: dict[str, str], meta: tuple[str, ...] = ("_cdc_",)
+) -> dict[str, str | None]:
     """Published columns the schema no longer has: -> their new name (renamed by DDL), or
-    None (dropped by DDL). Versions before keep them (time travel reads them)."""
+    None (dropped by DDL). Versions before keep them (time travel reads them). `meta`: the
+    prefixes of the table's own columns, not the source's."""
     out: dict[str, str | None] = {}
     current = {c for c, _ in schema.columns}
     for c in existing:
-        if c in current or c.startswith("_cdc_"):
+        if c in current or c.startswith(meta):
             continue
         new = schema.former.get(c)
         out[c] = new if new in current and new not in existing else None
@@ -495,7 +500,7 @@ def _replaced_positions(
     texts = key_texts(F.col("key"), len(pk))
     krow = F.map_from_arrays(F.array(*[F.lit(c) for c in pk]), texts)
     exprs = dict(
-        zip([c for c, _ in schema.columns], _column_exprs(schema, existing, "_k"), strict=True)
+        zip([c for c, _ in schema.columns], column_exprs(schema, existing, "_k"), strict=True)
     )
     keys = replaced.select(F.col("bucket").cast("int").alias("_cdc_bucket"), krow.alias("_k"))
     typed = keys.select("_cdc_bucket", *[F.expr(exprs[c]).alias(c) for c in pk])
@@ -504,10 +509,10 @@ def _replaced_positions(
     return placed.select("file_path", "pos", "_cdc_bucket")
 
 
-def _commit(
+def commit_files(
     table: Table,
-    schema: TableSchema,
-    arrow_schema: pa.Schema,
+    schema: TableSchema | None,
+    arrow_schema: pa.Schema | None,
     evolve: tuple[dict[str, str | None], list[str], dict[str, IT.PrimitiveType]],
     new_files: list[str],
     files: FileChanges,
@@ -519,7 +524,8 @@ def _commit(
     replace), with the schema's changes and the hour's tag, in one commit."""
     moved, missing, promoted = evolve
     tx = table.transaction()
-    tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
+    if schema is not None:  # else the rows keep the table's columns (`trim_history`)
+        tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
     if moved:  # DDL renamed or dropped these columns: so does the published table
         with tx.update_schema() as us:
             for c, new in moved.items():
@@ -531,7 +537,7 @@ def _commit(
         with tx.update_schema() as us:
             for c, t in promoted.items():
                 us.update_column(c, field_type=t)
-            if missing:
+            if missing and arrow_schema is not None:
                 us.union_by_name(arrow_schema)
     # read against the schema the transaction has evolved to
     added = list(to_data_files(tx.table_metadata, new_files, table.io))

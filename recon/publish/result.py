@@ -16,3 +16,13 @@ class PublishResult(TypedDict):
     uncastable: NotRequired[dict[str, int]]
     """Column -> values that do not fit its published type (published as NULL)."""
     duplicate_keys: NotRequired[int]
+
+
+class HistoryResult(TypedDict):
+    """What an hour's commit to a table's history left (`recon.publish.history`)."""
+
+    committed: bool
+    versions_files: int
+    """Data files added: the hour's versions, and earlier versions whose end changed."""
+    deletes_added: int
+    """Position-delete files added: the versions replaced or ended again."""
