@@ -153,7 +153,7 @@ def _state_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_expire)
 
 
-def _table_commands(sub: argparse._SubParsersAction) -> None:
+def _export_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write one published table as JSON Lines (sorted by key)")
     _add_pipeline(p)
     p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
@@ -171,6 +171,28 @@ def _table_commands(sub: argparse._SubParsersAction) -> None:
         "UTC (from the table's history: `history: true`)",
     )
     p.set_defaults(func=cmd_export)
+
+
+def _trace_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "trace",
+        help="every change that made one row, with its source record (a table with history)",
+    )
+    _add_pipeline(p)
+    p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
+    p.add_argument(
+        "--key",
+        required=True,
+        help="the row's key: its value (a one-column key), or col=value,col=value",
+    )
+    p.add_argument("--as-of-hour", metavar="HOUR", help="only the changes merged up to this hour")
+    p.add_argument("--raw", action="store_true", help="with each record's key and value (base64)")
+    p.set_defaults(func=cmd_trace)
+
+
+def _table_commands(sub: argparse._SubParsersAction) -> None:
+    _export_command(sub)
+    _trace_command(sub)
 
     p = sub.add_parser(
         "reconcile", help="compare a published table with its source (snapshot or JDBC)"
@@ -486,6 +508,19 @@ def cmd_export(args: argparse.Namespace) -> int:
         rows = export_rows(cfg, args.table, args.with_metadata, args.snapshot_id, hour)
     n = write_export(rows, Path(args.out))
     print(f"{n} rows of {args.table} written to {args.out}")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    import json
+
+    from recon.ops.trace import trace
+
+    changes = trace(args.pipeline, args.table, args.key, args.as_of_hour, args.raw)
+    for c in changes:
+        print(json.dumps(c, ensure_ascii=False, default=str))
+    if not changes:
+        print(f"no change of {args.table} key {args.key} is in its history", file=sys.stderr)
     return 0
 
 

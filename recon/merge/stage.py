@@ -765,9 +765,14 @@ class _HourMerge:
             "recon.schema-version": str(s.version),
         }
         changes = versions(self.to_fold.where(F.col("table") == n), s.primary_key)
+        ddl = []
+        if self.schema_changed[n]:  # the hour's DDL dates the columns it adds (a few rows)
+            of_table = (F.col("table") == n) & (F.col("op") == "ddl")
+            rows = self.events.where(of_table).select("event_time_ms", "ddl").collect()
+            ddl = [(int(r[0]), r[1] or "") for r in rows if r[0] is not None]  # else: undated
         return publish_history(
             self.spark, self.cfg, n, s, changes, sorted(self.touched[n]), props,
-            (self.run_id, self.H, self.attempt),
+            (self.run_id, self.H, self.attempt), ddl,
         )  # fmt: skip
 
     @property

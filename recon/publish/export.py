@@ -19,7 +19,7 @@ from pyiceberg.table import Table
 from recon.config import PipelineConfig
 from recon.core.values import INTEGER_LOGICAL, date_text, datetime_text
 from recon.layout import atomic_writer
-from recon.publish.history import load_history
+from recon.publish.history import columns_at, load_history
 from recon.publish.iceberg import load_table, snapshot_at_hour
 
 
@@ -75,8 +75,9 @@ def export_as_of_time(
         Or(IsNull("__valid_to"), GreaterThan("__valid_to", t)),  # type: ignore[call-arg,arg-type]
     )
     data = table.scan(row_filter=valid).to_arrow()
-    meta = ("_cdc_",) if with_metadata else ("_cdc_", "__")
-    cols = [f.name for f in data.schema if not f.name.startswith(meta)]
+    cols = columns_at(table, t // 1000)
+    if with_metadata:
+        cols += [f.name for f in data.schema if f.name.startswith("__")]
     return rendered(table, data, cols)
 
 

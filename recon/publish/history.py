@@ -20,8 +20,9 @@ later hours' versions and reopens what they ended (`trim_history`).
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -30,7 +31,6 @@ from pyiceberg.expressions import AlwaysFalse, BooleanExpression, EqualTo, Great
 from pyiceberg.table import Table
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from recon.config import PipelineConfig
 from recon.core.schema import TableSchema
@@ -39,16 +39,17 @@ from recon.layout import new_attempt, table_data_run
 from recon.objstore import is_s3, uri_of
 from recon.publish.deletes import FileChanges, rows_and_positions, write_delete_files
 from recon.publish.iceberg import (
+    Evolution,
+    arrow_schema_of,
     column_exprs,
     commit_files,
     create_table,
+    evolution,
     get_catalog,
     identifier,
     key_texts,
     load_or_none,
     local_path,
-    promotions,
-    renames_and_drops,
     spark_type_of_iceberg,
     tag_hour,
     types_of,
@@ -120,30 +121,68 @@ def publish_history(
     touched: list[int],
     props: dict[str, str],
     attempt: tuple[str, str, str],
+    ddl: Sequence[tuple[int, str]] = (),
 ) -> HistoryResult:
     """Hour `props["recon.hour"]`'s versions of table `name` into its history, in one snapshot
     tagged with the hour: `changes` (`versions`: key, bucket, order_key, row, event_time_ms, op
     and `POSITION_COLUMNS`) replace the versions the hour published before, if any; `touched`:
-    the buckets of their keys."""
+    the buckets of their keys; `ddl`: the hour's DDL of the table (source time, statement),
+    which dates the columns it adds (`COLUMNS_SINCE`)."""
     hour = props["recon.hour"]
     cat = get_catalog(cfg)
     ident = history_identifier(cat, cfg, name)
     table = load_or_none(cat, ident)
     existing = types_of(table)
     new = _typed_versions(changes, schema, column_exprs(schema, existing), hour)
-    arrow_schema = pa.schema(
-        [f.with_nullable(True) for f in to_arrow_schema(new.schema, timezone="UTC")]
-    )
+    arrow_schema = arrow_schema_of(new)
     if created := table is None:
         table = create_table(cat, ident, arrow_schema, cfg, name, schema)
-    moved = renames_and_drops(schema, existing, ("_cdc_", "__"))
-    added = set(existing) | set(moved.values()) if not created else {f.name for f in arrow_schema}
-    missing = [f.name for f in arrow_schema if f.name not in added]
-    evolve = (moved, missing, promotions(schema, existing))
+    evolve = evolution(schema, existing, arrow_schema, created, ("_cdc_", "__"))
+    missing = evolve[1]
     target = [(f.name, f.dataType.simpleString()) for f in new.schema.fields]
     scope = Or(_in_buckets(touched), EqualTo("__hour", hour))  # type: ignore[call-arg,arg-type]
+    since = {} if created or not missing else _columns_since(table, changes, missing, ddl)
     return _commit_versions(spark, cfg, table, (schema, arrow_schema, evolve, target),
-                            (new, scope, F.col("__hour") == hour), props, attempt)  # fmt: skip
+                            (new, scope, F.col("__hour") == hour), props, attempt,
+                            since)  # fmt: skip
+
+
+COLUMNS_SINCE = "recon.columns-since"
+"""The history table's property dating the columns added after it was created: column name ->
+the source time (ms) from which rows have it (the DDL that added it, else the first change
+whose image has it). `recon export --as-of-time` shows a column only from then on."""
+
+
+def _columns_since(
+    table: Table, changes: DataFrame, added: list[str], ddl: Sequence[tuple[int, str]]
+) -> dict[str, str]:
+    """`COLUMNS_SINCE` with the columns `added` this hour dated: the first of the hour's DDL
+    statements naming the column, else the first of its changes whose image has it."""
+    firsts = changes.agg(
+        *[F.min(F.when(F.map_contains_key("row", c), F.col("event_time_ms"))) for c in added]
+    ).first()
+    since = json.loads(table.properties.get(COLUMNS_SINCE, "{}"))
+    for i, c in enumerate(added):
+        named = [t for t, sql in sorted(ddl) if re.search(rf"\b{re.escape(c)}\b", sql, re.I)]
+        at = named[0] if named else (firsts[i] if firsts is not None else None)
+        since[c] = at if at is not None else 0
+    return {COLUMNS_SINCE: json.dumps(since)}
+
+
+def columns_at(table: Table, at_ms: int) -> list[str]:
+    """The history table's source columns a row had at source time `at_ms` (`COLUMNS_SINCE`;
+    a renamed column is dated by any of its names)."""
+    since = json.loads(table.properties.get(COLUMNS_SINCE, "{}"))
+    mapping = table.name_mapping()
+    aliases = {mf.field_id: list(mf.names) for mf in mapping} if mapping is not None else {}
+    out = []
+    for f in table.schema().fields:
+        if f.name.startswith(("_cdc_", "__")):
+            continue
+        dated = [since[n] for n in aliases.get(f.field_id, [f.name]) if n in since]
+        if not dated or min(dated) <= at_ms:
+            out.append(f.name)
+    return out
 
 
 def trim_history(cfg: PipelineConfig, spark: SparkSession, name: str, hour: str) -> HistoryResult:
@@ -165,12 +204,7 @@ def trim_history(cfg: PipelineConfig, spark: SparkSession, name: str, hour: str)
                             (props["recon.run-id"], hour, new_attempt()))  # fmt: skip
 
 
-Typing = tuple[
-    TableSchema | None,
-    pa.Schema | None,
-    tuple[dict[str, str | None], list[str], dict[str, Any]],
-    list[tuple[str, str]],
-]
+Typing = tuple[TableSchema | None, pa.Schema | None, Evolution, list[tuple[str, str]]]
 """How the commit types its rows: the table's schema and the new rows' Arrow schema (None: no
 new rows), the schema's changes (`commit_files`), and every column with its Spark type."""
 
@@ -183,6 +217,7 @@ def _commit_versions(
     change: tuple[DataFrame, BooleanExpression, Column],
     props: dict[str, str],
     attempt: tuple[str, str, str],
+    table_props: dict[str, str] | None = None,
 ) -> HistoryResult:
     """One snapshot: `change`'s new versions (typed as `typing` says) in, the versions of the
     hours it replaces (`change`: the files that can hold them or their keys' other versions,
@@ -213,7 +248,7 @@ def _commit_versions(
         return {"committed": False, "versions_files": 0, "deletes_added": 0}
     new_files = uploaded(table, out, new_files, mirror)
     commit_files(table, schema, arrow_schema, evolve, new_files, FileChanges(add_deletes=dels),
-                 props, hour)  # fmt: skip
+                 props, hour, table_props)  # fmt: skip
     return {"committed": True, "versions_files": len(new_files), "deletes_added": len(dels)}
 
 

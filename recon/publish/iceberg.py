@@ -208,15 +208,11 @@ def publish_table(
     existing = types_of(table)
     exprs = column_exprs(schema, existing)
     typed = _typed_rows(live, schema, exprs)
-    arrow_schema = pa.schema(
-        [f.with_nullable(True) for f in to_arrow_schema(typed.schema, timezone="UTC")]
-    )
+    arrow_schema = arrow_schema_of(typed)
     if created := table is None:
         table = create_table(cat, ident, arrow_schema, cfg, name, schema)
-    moved = renames_and_drops(schema, existing)
-    added = set(existing) | set(moved.values()) if not created else {f.name for f in arrow_schema}
-    missing = [f.name for f in arrow_schema if f.name not in added]
-    promoted = promotions(schema, existing)
+    evolve = evolution(schema, existing, arrow_schema, created)
+    moved, missing, promoted = evolve
     tag = tag or props["recon.hour"]
     if not touched and not missing and not promoted and not moved and not replace_all:
         sid = _current_id(table)
@@ -229,9 +225,7 @@ def publish_table(
     files = _replaced(spark, table, mirror, rows, touched, replace_all, out / "_del")
     new_files = uploaded(table, out, new_files, mirror)
     checkpoint("publish:files-written")
-    commit_files(
-        table, schema, arrow_schema, (moved, missing, promoted), new_files, files, props, tag
-    )
+    commit_files(table, schema, arrow_schema, evolve, new_files, files, props, tag)
     table = cat.load_table(ident)
     return {
         "committed": True,
@@ -243,6 +237,32 @@ def publish_table(
         "uncastable": checked[0],
         "duplicate_keys": checked[1],
     }
+
+
+def arrow_schema_of(df: DataFrame) -> pa.Schema:
+    """The Arrow schema a table of `df`'s rows is created or evolved with (every field
+    nullable, times in UTC)."""
+    return pa.schema([f.with_nullable(True) for f in to_arrow_schema(df.schema, timezone="UTC")])
+
+
+Evolution = tuple[dict[str, str | None], list[str], dict[str, IT.PrimitiveType]]
+"""A commit's schema changes: columns renamed or dropped (`renames_and_drops`), columns added,
+types promoted (`promotions`)."""
+
+
+def evolution(
+    schema: TableSchema,
+    existing: dict[str, str],
+    arrow_schema: pa.Schema,
+    created: bool,
+    meta: tuple[str, ...] = ("_cdc_",),
+) -> Evolution:
+    """What a commit of rows typed as `arrow_schema` changes in a table whose columns are
+    `existing` (`created`: the table was just created with them)."""
+    moved = renames_and_drops(schema, existing, meta)
+    added = set(existing) | set(moved.values()) if not created else {f.name for f in arrow_schema}
+    missing = [f.name for f in arrow_schema if f.name not in added]
+    return moved, missing, promotions(schema, existing)
 
 
 def _replaced(
@@ -513,17 +533,20 @@ def commit_files(
     table: Table,
     schema: TableSchema | None,
     arrow_schema: pa.Schema | None,
-    evolve: tuple[dict[str, str | None], list[str], dict[str, IT.PrimitiveType]],
+    evolve: Evolution,
     new_files: list[str],
     files: FileChanges,
     props: dict[str, str],
     tag: str,
+    table_props: dict[str, str] | None = None,
 ) -> None:
     """One snapshot of `files` and the data files `new_files` (the touched buckets' old files
     out and the new ones in, or the new rows in and position deletes of the rows they
-    replace), with the schema's changes and the hour's tag, in one commit."""
+    replace), with the schema's changes, the hour's tag and `table_props`, in one commit."""
     moved, missing, promoted = evolve
     tx = table.transaction()
+    if table_props:
+        tx.set_properties(table_props)
     if schema is not None:  # else the rows keep the table's columns (`trim_history`)
         tx.set_properties({"recon.logical-types": json.dumps(dict(schema.columns))})
     if moved:  # DDL renamed or dropped these columns: so does the published table

@@ -83,6 +83,10 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
             "`tables.shop.events.from`: 'shop_1' is not db.table (with * or ? as wildcards)",
         ),
         (
+            ("{primary_key: [id]}", "{primary_key: [id], history: yes please}"),
+            "`tables.shop.events.history`: must be true or false",
+        ),
+        (
             ("snapshot: {path: snap}", "snapshot: {path: snap}\nretention_hours: 0"),
             "`retention_hours`: must be a whole number of hours >= 1",
         ),
@@ -254,6 +258,41 @@ def test_a_bad_hour_names_both_notations() -> None:
     for text in ("2026-11-20 05", "2026-13-01T00", "yesterday", "2026-11-20T05:00:00+25:00"):
         with pytest.raises(ConfigError, match="hour|time"):
             parse_hour(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "iso"),
+    [
+        ("2026-11-20T10:42:00", "2026-11-20T10:42:00+00:00"),
+        ("2026-11-20T10:42:00.250000", "2026-11-20T10:42:00.250000+00:00"),
+        ("2026-11-20 12:42:00+02:00", "2026-11-20T10:42:00+00:00"),
+        ("2026-11-20T10:42:00Z", "2026-11-20T10:42:00+00:00"),
+    ],
+)
+def test_an_as_of_time_is_a_utc_time_to_the_microsecond(text: str, iso: str) -> None:
+    from recon.hours import parse_time
+
+    assert parse_time(text, "--as-of-time").isoformat() == iso
+
+
+def test_a_bad_as_of_time_says_how_to_write_one() -> None:
+    from recon.hours import parse_time
+
+    for text in ("2026-11-20T10", "2026-11-20T10:42", "10:42:00", "2026-02-30T10:42:00"):
+        with pytest.raises(ConfigError, match="--as-of-time .* time"):
+            parse_time(text, "--as-of-time")
+
+
+def test_a_trace_key_is_the_value_of_a_one_column_key_or_every_column_named() -> None:
+    from recon.errors import ReconError
+    from recon.ops.trace import key_text
+
+    assert key_text("42", ["id"]) == '["42"]'
+    assert key_text("id=42", ["id"]) == '["42"]'
+    assert key_text("a=1,b=x é", ["a", "b"]) == '["1","x é"]'
+    assert key_text("b=x,a=1", ["a", "b"]) == '["1","x"]'
+    with pytest.raises(ReconError, match="write it as a=VALUE,b=VALUE"):
+        key_text("1", ["a", "b"])
 
 
 def test_the_cli_says_which_hour_an_iso_datetime_was_taken_as(tmp_path: Path) -> None:

@@ -256,6 +256,7 @@ class DebeziumJsonDecoder(JsonStreamDecoder):
             "pos": position.get("pos"),
             "gtid": None,
             "ts_sec": position.get("ts_sec"),
+            "ts_ms": position.get("ts_ms"),  # Debezium's `source`; dtle's position has ts_sec
         }
         target = ddl_target(ev.ddl or "")
         if target is not None:
