@@ -16,14 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from recon.config import PipelineConfig
+from recon.config import PipelineConfig, load_config
 from recon.errors import ReconError
 from recon.hours import format_hour
 from recon.merge.stage import merge_hour
+from recon.ops.rebuild import rebuild
 from recon.ops.rollback import rollback
 from recon.publish.export import export_as_of_time, export_rows
 from recon.publish.history import load_history
-from tests.support.builders import pipeline
+from tests.support.builders import edit_pipeline, pipeline
 from tests.support.changes import change_streams, oracle, split_hours
 from tests.support.merge import T, event, hour, write_hour
 
@@ -133,6 +134,31 @@ def test_a_rollback_takes_out_the_later_hours_versions_and_reopens_what_they_end
     merge_hour(spark, cfg, hour(1), buckets=4)
     assert versions(cfg) == full
     check_history(cfg, h0 + h1)
+
+
+def test_a_history_turned_on_later_is_built_by_a_rebuild(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`history: true` set after hours were merged: `recon rebuild` builds the history of every
+    decoded hour, the one a pipeline that kept it from the start has."""
+    hours = [
+        [event(n, "s.a", "insert", None, {"id": n, "v": "a"}, T, ["id"]) for n in (1, 2)],
+        [
+            event(3, "s.a", "update", {"id": 1, "v": "a"}, {"id": 1, "v": "b"}, T, ["id"]),
+            event(4, "s.a", "delete", {"id": 2, "v": "a"}, None, T, ["id"]),
+        ],
+    ]
+    kept = pipeline(tmp_path / "kept", TABLES)
+    later = pipeline(tmp_path / "later", {"s.a": {"primary_key": ["id"]}, "s.b": {}})
+    for i, evs in enumerate(hours):
+        for c in (kept, later):
+            write_hour(c, hour(i), evs)
+            merge_hour(spark, c, hour(i), buckets=4)
+    edit_pipeline(later.source_file, tables=TABLES)
+    rebuild(str(later.source_file), None)
+    later = load_config(later.source_file)
+    assert versions(later) == versions(kept)
+    check_history(later, hours[0] + hours[1])
 
 
 def test_a_history_needs_a_primary_key(spark: SparkSession, tmp_path: Path) -> None:
