@@ -43,7 +43,7 @@ from recon.merge.contributions import STATE_DDL
 from recon.merge.manifest import load_manifest
 from recon.merge.stage import _HourMerge, merge_hour
 from recon.merge.state import checksum_sums, fold
-from recon.publish.iceberg import column_exprs, _typed_rows, load_table
+from recon.publish.iceberg import _typed_rows, column_exprs, load_table
 from recon.spark.session import get_spark
 
 BUCKETS = 16

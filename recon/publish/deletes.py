@@ -260,6 +260,7 @@ def placed_rows(
     mirror: Path,
     columns: Sequence[str],
     among: tuple[DataFrame, list[str]] | None = None,
+    schema: str | None = None,
 ) -> DataFrame:
     """`columns` of the tasks' data files, each row with its file's path (`_del_path`, in
     `local_form`) and its place in it (`_del_pos`), position deletes applied (an anti-join on
@@ -271,7 +272,10 @@ def placed_rows(
     positions of 1M keys, warm, with `key_texts`: 7.0-11.5 s against 14.3-19.8 s). A table
     on S3 is read from its files' copies in `mirror` (fetched when missing)."""
     data = local_copies([t.file.file_path for t in tasks], mirror)
-    df = spark.read.option("mergeSchema", "true").parquet(*[str(p) for p in data])
+    # `schema` (DDL): the files read as it says, a narrower type widened (an INT column of an
+    # older file read as BIGINT), where merging the files' own schemas refuses to
+    reader = spark.read.schema(schema) if schema else spark.read.option("mergeSchema", "true")
+    df = reader.parquet(*[str(p) for p in data])
     placed = df.select(
         *columns,
         F.col("_metadata.file_path").alias("_del_path"),
@@ -320,12 +324,12 @@ def live_positions(
 
 
 def rows_and_positions(
-    spark: SparkSession, tasks: Sequence[FileScanTask], mirror: Path
+    spark: SparkSession, tasks: Sequence[FileScanTask], mirror: Path, schema: str
 ) -> DataFrame:
-    """Every row the tasks' data files still publish, every column, each with its `file_path`
-    and `pos` (`live_positions` of whole rows)."""
+    """Every row the tasks' data files still publish, in the columns of `schema` (DDL), each
+    with its `file_path` and `pos` (`live_positions` of whole rows)."""
     return (
-        placed_rows(spark, tasks, mirror, ["*"])
+        placed_rows(spark, tasks, mirror, ["*"], schema=schema)
         .join(F.broadcast(_named(spark, tasks, mirror)), "_del_path")
         .withColumnRenamed("_del_pos", "pos")
         .drop("_del_path")

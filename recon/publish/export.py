@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.expressions import And, GreaterThan, IsNull, LessThanOrEqual, Or
 from pyiceberg.table import Table
 
@@ -75,10 +76,29 @@ def export_as_of_time(
         Or(IsNull("__valid_to"), GreaterThan("__valid_to", t)),  # type: ignore[call-arg,arg-type]
     )
     data = table.scan(row_filter=valid).to_arrow()
-    cols = columns_at(table, t // 1000)
+    shown = columns_at(table, t // 1000)
+    for c, since, default in shown:
+        if since is not None and default is not None:
+            data = _filled(data, c, since, default)
+    cols = [c for c, _, _ in shown]
     if with_metadata:
         cols += [f.name for f in data.schema if f.name.startswith("__")]
     return rendered(table, data, cols)
+
+
+def _filled(data: pa.Table, col: str, since_ms: int, default: str) -> pa.Table:
+    """Column `col` of history rows with `default` where it is NULL in a version that started
+    before the column was added (`since_ms`): the source filled it then, with no change event.
+    A default that does not cast to the column's type is left NULL."""
+    i = data.schema.get_field_index(col)
+    try:
+        value = pa.scalar(default, pa.string()).cast(data.schema.field(i).type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return data
+    start = data.schema.field("__valid_from").type
+    before = pc.less(data["__valid_from"], pa.scalar(since_ms * 1000, pa.int64()).cast(start))
+    gone = pc.and_(before, pc.is_null(data[col]))
+    return data.set_column(i, col, pc.if_else(gone, value, data[col]))
 
 
 def rendered(table: Table, data: pa.Table, cols: list[str]) -> Iterator[dict[str, Any]]:

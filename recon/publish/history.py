@@ -141,7 +141,7 @@ def publish_history(
     missing = evolve[1]
     target = [(f.name, f.dataType.simpleString()) for f in new.schema.fields]
     scope = Or(_in_buckets(touched), EqualTo("__hour", hour))  # type: ignore[call-arg,arg-type]
-    since = {} if created or not missing else _columns_since(table, changes, missing, ddl)
+    since = {} if created or not missing else _columns_since(table, changes, schema, missing, ddl)
     return _commit_versions(spark, cfg, table, (schema, arrow_schema, evolve, target),
                             (new, scope, F.col("__hour") == hour), props, attempt,
                             since)  # fmt: skip
@@ -151,13 +151,22 @@ COLUMNS_SINCE = "recon.columns-since"
 """The history table's property dating the columns added after it was created: column name ->
 the source time (ms) from which rows have it (the DDL that added it, else the first change
 whose image has it). `recon export --as-of-time` shows a column only from then on."""
+COLUMN_DEFAULTS = "recon.column-defaults"
+"""Column name -> the value (text) the rows that predate it read from when it was added: the
+DDL's default (`recon.core.schema.TableSchema.defaults`), which the source filled without a
+change event, so versions written before it do not hold it."""
 
 
 def _columns_since(
-    table: Table, changes: DataFrame, added: list[str], ddl: Sequence[tuple[int, str]]
+    table: Table,
+    changes: DataFrame,
+    schema: TableSchema,
+    added: list[str],
+    ddl: Sequence[tuple[int, str]],
 ) -> dict[str, str]:
     """`COLUMNS_SINCE` with the columns `added` this hour dated: the first of the hour's DDL
-    statements naming the column, else the first of its changes whose image has it."""
+    statements naming the column, else the first of its changes whose image has it; and
+    `COLUMN_DEFAULTS` with their defaults."""
     firsts = changes.agg(
         *[F.min(F.when(F.map_contains_key("row", c), F.col("event_time_ms"))) for c in added]
     ).first()
@@ -166,22 +175,31 @@ def _columns_since(
         named = [t for t, sql in sorted(ddl) if re.search(rf"\b{re.escape(c)}\b", sql, re.I)]
         at = named[0] if named else (firsts[i] if firsts is not None else None)
         since[c] = at if at is not None else 0
-    return {COLUMNS_SINCE: json.dumps(since)}
+    defaults = json.loads(table.properties.get(COLUMN_DEFAULTS, "{}"))
+    defaults.update({c: schema.defaults[c] for c in added if c in schema.defaults})
+    return {COLUMNS_SINCE: json.dumps(since), COLUMN_DEFAULTS: json.dumps(defaults)}
 
 
-def columns_at(table: Table, at_ms: int) -> list[str]:
-    """The history table's source columns a row had at source time `at_ms` (`COLUMNS_SINCE`;
-    a renamed column is dated by any of its names)."""
+def columns_at(table: Table, at_ms: int) -> list[tuple[str, int | None, str | None]]:
+    """The history table's source columns a row had at source time `at_ms`, each with when it
+    was added (`COLUMNS_SINCE`; None: with the table) and the default the rows before it read
+    then (`COLUMN_DEFAULTS`); a renamed column is known by any of its names."""
     since = json.loads(table.properties.get(COLUMNS_SINCE, "{}"))
+    defaults = json.loads(table.properties.get(COLUMN_DEFAULTS, "{}"))
     mapping = table.name_mapping()
     aliases = {mf.field_id: list(mf.names) for mf in mapping} if mapping is not None else {}
-    out = []
+    out: list[tuple[str, int | None, str | None]] = []
     for f in table.schema().fields:
         if f.name.startswith(("_cdc_", "__")):
             continue
-        dated = [since[n] for n in aliases.get(f.field_id, [f.name]) if n in since]
-        if not dated or min(dated) <= at_ms:
-            out.append(f.name)
+        names = aliases.get(f.field_id, [f.name])
+        dated = [since[n] for n in names if n in since]
+        if not dated:
+            out.append((f.name, None, None))
+        elif min(dated) <= at_ms:
+            out.append(
+                (f.name, min(dated), next((defaults[n] for n in names if n in defaults), None))
+            )
     return out
 
 
@@ -228,7 +246,10 @@ def _commit_versions(
     tasks = list(table.scan(row_filter=scope).plan_files())
     old = None
     if tasks:
-        old = _in_columns(rows_and_positions(spark, tasks, mirror), table, evolve[0], target)
+        names = _file_names(table, evolve[0], target)
+        read = ", ".join(f"`{n}` {t}" for n, t in dict(
+            (n, t) for c, t in target for n in names[c]).items())  # fmt: skip
+        old = _in_columns(rows_and_positions(spark, tasks, mirror, read), names, target)
     plan = kept_as_rows(_plan(old, new, replaced))
     out = table_data_run(local_path(table.location(), mirror), *attempt)
     try:
@@ -252,24 +273,30 @@ def _commit_versions(
     return {"committed": True, "versions_files": len(new_files), "deletes_added": len(dels)}
 
 
-def _in_columns(
-    old: DataFrame, table: Table, moved: dict[str, str | None], target: list[tuple[str, str]]
-) -> DataFrame:
-    """Rows read from the table's data files, in the columns of `target` with their types: a
-    column a file knows by a former name (a rename: the table's name mapping, or this commit's
-    `moved`) read from it; with the rows' `file_path` and `pos`."""
+def _file_names(
+    table: Table, moved: dict[str, str | None], target: list[tuple[str, str]]
+) -> dict[str, list[str]]:
+    """Each column of `target`: the names the table's data files may hold it under (its own;
+    a former name of a rename, from the table's name mapping or this commit's `moved`)."""
     mapping = table.name_mapping()
     aliases = {mf.field_id: list(mf.names) for mf in mapping} if mapping is not None else {}
     names = {f.name: aliases.get(f.field_id, [f.name]) for f in table.schema().fields}
     former = {new: was for was, new in moved.items() if new}
-    cols = []
-    for c, t in target:
+    out = {}
+    for c, _ in target:
         known = [c, *names.get(c, [])]
         if c in former:
             known += [former[c], *names.get(former[c], [])]
-        present = [F.col(f"`{n}`") for n in dict.fromkeys(known) if n in old.columns]
-        v = F.coalesce(*present) if present else F.lit(None)
-        cols.append(v.cast(t).alias(c))
+        out[c] = list(dict.fromkeys(known))
+    return out
+
+
+def _in_columns(
+    old: DataFrame, names: dict[str, list[str]], target: list[tuple[str, str]]
+) -> DataFrame:
+    """Rows read from the table's data files in the columns of `target`, each the first of
+    its `names` a file holds; with the rows' `file_path` and `pos`."""
+    cols = [F.coalesce(*[F.col(f"`{n}`") for n in names[c]]).cast(t).alias(c) for c, t in target]
     return old.select(*cols, "file_path", "pos")
 
 

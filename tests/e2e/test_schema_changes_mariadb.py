@@ -5,7 +5,10 @@ and at hour boundaries: ADD COLUMN nullable, NOT NULL with a DEFAULT and without
 default), on a table with a key and on one without; a widening MODIFY; RENAME COLUMN twice; a
 DROP COLUMN. The binlog is read back and encoded in each format; `recon run` publishes the three
 hours, and the table's version of every hour (Iceberg time travel, read with pyiceberg) must equal
-`SELECT *` at the end of that hour. The hours run a second time must give the same tables.
+`SELECT *` at the end of that hour. The hours run a second time must give the same tables. For
+two formats `shop.items` keeps a history (`history: true`): the table as of every hour's end,
+read from it (`recon export --as-of-time`), must equal the database then, in the table's current
+columns (renamed columns by their new names, the dropped one left out, defaults filled).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from recon.cli import main
 from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.demo.demo import write_dump
+from recon.publish.export import export_as_of_time
 from recon.publish.iceberg import load_table, snapshot_at_hour
 from tests.support import mariadb_source as mdb
 from tests.support.builders import write_pipeline
@@ -62,6 +66,9 @@ NOT_NULL = ("flag", "code", "cnt")
 # run the hours a second time for the formats whose columns come from DDL alone or whose
 # schema-change messages are their own records (the others share the same merge path)
 RERUN = ("tdsql_json", "debezium_json", "dataworks_json")
+HISTORY = ("debezium_json", "dataworks_json")
+RENAMED = {"name": "title", "note": "remark"}
+DROPPED = ("cnt",)
 
 
 def _value(rnd: random.Random, col: str, col_type: str) -> Any:
@@ -237,6 +244,8 @@ def test_every_hour_equals_the_database(spark, source: dict[str, Any], fmt: str)
     tables: dict[str, Any] = {"shop.items": {}, "shop.log": {}}
     if fmt == "dataworks_json":  # coarse types: the definitions as first created give them
         tables = {"shop.items": {"ddl": CREATE_ITEMS}, "shop.log": {"ddl": CREATE_LOG}}
+    if fmt in HISTORY:
+        tables["shop.items"]["history"] = True
     cfg_file = write_pipeline(
         base / f"{fmt}.yaml",
         name=f"sc_{fmt}",
@@ -258,6 +267,8 @@ def test_every_hour_equals_the_database(spark, source: dict[str, Any], fmt: str)
             assert sorted(got, key=_key) == sorted(want, key=_key), (
                 f"{fmt}: shop.{table} at the end of hour {h} differs"
             )
+    if fmt in HISTORY:
+        _check_history(cfg_file, states)
     if fmt not in RERUN:
         return
     # the hours run again (a backfill over them): the same tables, nothing applied twice
@@ -266,3 +277,18 @@ def test_every_hour_equals_the_database(spark, source: dict[str, Any], fmt: str)
         got = _published(cfg_file, table, START + timedelta(hours=HOURS - 1))
         want = states[-1][table]
         assert sorted(got, key=_key) == sorted(want, key=_key), f"{fmt}: shop.{table} run again"
+
+
+def _check_history(cfg_file: Path, states: list[dict[str, list[dict[str, Any]]]]) -> None:
+    """`shop.items` as of every hour's end, from its history, against the database then."""
+    cfg = load_config(cfg_file)
+    for h in range(HOURS):
+        at = START + timedelta(hours=h + 1)
+        got = [_plain(r) for r in export_as_of_time(cfg, "shop.items", at)]
+        want = [
+            {RENAMED.get(c, c): v for c, v in r.items() if c not in DROPPED}
+            for r in states[h]["items"]
+        ]
+        assert sorted(got, key=_key) == sorted(want, key=_key), (
+            f"{cfg.name}: shop.items as of the end of hour {h}, from its history"
+        )
