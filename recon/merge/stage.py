@@ -728,22 +728,24 @@ class _HourMerge:
             "unfit_values": int(prev.get("unfit_values", 0)) + sum(st["unfit"].values()),
         }
 
-    def publish(self, n: str) -> PublishResult:
-        s = self.schemas[n]
-        props = {
+    def snapshot_props(self, n: str) -> dict[str, str]:
+        """What the Iceberg snapshots this hour commits for table `n` say of it."""
+        return {
             "recon.pipeline": self.cfg.name,
             "recon.hour": self.H,
             "recon.run-id": self.run_id,
-            "recon.schema-version": str(s.version),
+            "recon.schema-version": str(self.schemas[n].version),
         }
+
+    def publish(self, n: str) -> PublishResult:
         return publish_table(
             self.spark,
             self.cfg,
             n,
-            s,
+            self.schemas[n],
             self.live.where(F.col("table") == n),
             sorted(self.touched[n]),
-            props,
+            self.snapshot_props(n),
             (self.run_id, self.H, self.attempt),
             self.written_checks(n),
             replace_all=n not in self.man["tables"] or self.unpublished(n),
@@ -758,12 +760,7 @@ class _HourMerge:
         """The hour's versions of table `n` into its history (`recon.publish.history`): every
         change, in a rebuild's hours too (the history is built from the decoded hours)."""
         s = self.schemas[n]
-        props = {
-            "recon.pipeline": self.cfg.name,
-            "recon.hour": self.H,
-            "recon.run-id": self.run_id,
-            "recon.schema-version": str(s.version),
-        }
+        props = self.snapshot_props(n)
         changes = versions(self.to_fold.where(F.col("table") == n), s.primary_key)
         ddl = []
         if self.schema_changed[n]:  # the hour's DDL dates the columns it adds (a few rows)

@@ -47,16 +47,6 @@ def _orders(server: mdb.MariaDB) -> list[dict[str, Any]]:
         conn.close()
 
 
-def _gtid_seq(server: mdb.MariaDB) -> int:
-    conn = server.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT @@gtid_binlog_pos")
-            return int(cur.fetchone()[0].rsplit("-", 1)[1])
-    finally:
-        conn.close()
-
-
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The workload, the table after every transaction (by GTID sequence number), and the
@@ -72,7 +62,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         after: dict[int, list[dict[str, Any]]] = {}
         for _ in range(TXNS):
             shop_workload(conn, rnd, 1, state)
-            after[_gtid_seq(server)] = _orders(server)
+            after[mdb.gtid_seq(server)] = _orders(server)
         conn.close()
         txns = [t for t in mdb.read_binlog(server) if any(i.db == "shop" for i in t.items)]
         types = mdb.column_types(server, "shop")

@@ -127,16 +127,6 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _gtid_seq(server: mdb.MariaDB) -> int:
-    conn = server.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT @@gtid_binlog_pos")
-            return int(cur.fetchone()[0].rsplit("-", 1)[1])
-    finally:
-        conn.close()
-
-
 def _workload(server: mdb.MariaDB) -> dict[str, Any]:
     """Runs the hours; returns the rows at the end of each hour, the last GTID of each hour
     and the column types in force after each transaction that changed them."""
@@ -155,13 +145,13 @@ def _workload(server: mdb.MariaDB) -> dict[str, Any]:
             for i in range(TXNS_PER_HOUR):
                 if (h, i) in DDL:
                     cur.execute(DDL[(h, i)])
-                    schema_at.append((_gtid_seq(server), mdb.column_types(server, "shop")))
+                    schema_at.append((mdb.gtid_seq(server), mdb.column_types(server, "shop")))
                     continue
                 cur.execute("BEGIN")
                 for _ in range(rnd.randint(1, 3)):
                     _change(cur, rnd, schema_at[-1][1], live)
                 cur.execute("COMMIT")
-            hour_end.append(_gtid_seq(server))
+            hour_end.append(mdb.gtid_seq(server))
             states.append({t: _rows(server, t) for t in ("items", "log")})
     conn.close()
     return {"hour_end": hour_end, "states": states, "schema_at": schema_at}

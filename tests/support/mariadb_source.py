@@ -228,6 +228,17 @@ def read_binlog(server: MariaDB) -> list[BinlogTxn]:
     return txns
 
 
+def gtid_seq(server: MariaDB) -> int:
+    """The sequence number of the server's last GTID (MariaDB's `domain-server-seq`)."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@gtid_binlog_pos")
+            return int(cur.fetchone()[0].rsplit("-", 1)[1])
+    finally:
+        conn.close()
+
+
 def column_types(server: MariaDB, db: str) -> dict[str, dict[str, str]]:
     """table -> column -> MySQL column type text (as in information_schema.COLUMN_TYPE)."""
     conn = server.connect()
