@@ -65,7 +65,7 @@ def check_history(cfg: PipelineConfig, events: list[dict[str, Any]]) -> None:
 
 
 @settings(
-    max_examples=2,
+    max_examples=1,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=True,
