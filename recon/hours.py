@@ -38,11 +38,7 @@ def parse_hour(text: str, what: str = "hour") -> datetime:
             f"{what} {text!r} is not an hour; write it as YYYY-MM-DDTHH (e.g. 2026-11-20T05) "
             "or an ISO datetime (e.g. 2026-11-20T05:00:00+00:00)"
         )
-    try:
-        dt = datetime.fromisoformat(t)
-    except ValueError as err:
-        raise ConfigError(f"{what} {text!r} is not a valid time ({err})") from None
-    dt = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC)
+    dt = _utc(t, text, what)
     hour = dt.replace(minute=0, second=0, microsecond=0)
     log.info("%s %s taken as hour %s (UTC)", what, text, format_hour(hour))
     return hour
@@ -62,6 +58,11 @@ def parse_time(text: str, what: str) -> datetime:
             f"{what} {text!r} is not a time; write it as YYYY-MM-DDTHH:MM:SS[.ffffff] in UTC "
             "(e.g. 2026-11-20T10:42:00)"
         )
+    return _utc(t, text, what)
+
+
+def _utc(t: str, text: str, what: str) -> datetime:
+    """ISO time `t` (as typed: `text`) in UTC; no zone is UTC."""
     try:
         dt = datetime.fromisoformat(t)
     except ValueError as err:

@@ -29,10 +29,9 @@ from recon.objstore import local_copies
 from recon.publish.export import render_value
 from recon.publish.history import load_history
 from recon.publish.iceberg import load_table, snapshot_at_hour
-from recon.rawdumps import DumpConfig, connect_name, list_hour
+from recon.rawdumps import DumpConfig, connect_name, dump_files
 
 SOURCE = ("topic", "partition", "offset", "gtid", "binlog_file", "binlog_pos", "seq")
-FAR_FUTURE = parse_hour("9999-01-01T00")
 
 
 def key_text(key: str, pk: list[str]) -> str:
@@ -131,8 +130,7 @@ def _record(cfg: PipelineConfig, v: dict[str, Any], raw: bool) -> dict[str, Any]
     hour = parse_hour(v["__hour"])
     where = (v["__topic"], int(v["__partition"]), int(v["__offset"]))
     for h in (hour, hour - timedelta(hours=1)):
-        hf = list_hour(cfg.raw_root, where[0], h, cfg.dump, now=FAR_FUTURE)
-        files = [*hf.parquet, *hf.jsonl, *hf.connect]
+        files = [f for f, _ in dump_files(cfg.raw_root, [where[0]], [h], cfg.dump)]
         for name, path in zip(files, local_copies(files, cfg.layout.object_mirror), strict=True):
             got = _find(path, where, cfg.dump)
             if got is not None:
