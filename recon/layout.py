@@ -16,7 +16,9 @@ Warehouse of pipeline `p`:
   state each hour left, for rollback), `data/run=<id>/hour=H/try=<attempt>/_t=<table>/_b=<bucket>/`
   (state rows; one folder per attempt),
   `hours/hour=H.json` (the merge result of an hour).
-- `audit/p/H/`: `report.json`, `report.html`, `reconcile-<table>.json`.
+- `_state/p/repairs/hour=H/repair=<id>/`: the corrections `recon reconcile --repair` made to
+  the version of hour H (Parquet; `recon.merge.repairs`).
+- `audit/p/H/`: `report.json`, `report.html`, `reconcile-<table>.json`, `repair-<table>.json`.
 - `catalog.db` + `iceberg/`: the default Iceberg catalog and its data.
 - `_s3/<bucket>/<key>`: the copies of what the pipelines read from S3, and the published files
   of tables on S3 as Spark wrote them (`recon.objstore`).
@@ -126,6 +128,11 @@ class Layout:
 
     def events(self, hour: datetime) -> Path:
         return self.state / "events" / f"hour={hour_text(hour)}"
+
+    @property
+    def repairs_root(self) -> Path:
+        """`recon.merge.repairs`: `hour=H/repair=<id>/` per repair of hour H's version."""
+        return self.state / "repairs"
 
     def winners(self, hour: datetime) -> Path:
         """The hour's events less those a decode task superseded (`recon.decode.premerge.prefold`)."""

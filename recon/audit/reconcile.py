@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ def _text(name: str, dtype: Any, logical: str) -> Column:
 
 
 def _canonical(df: DataFrame, cols: list[str], pk: list[str], logical: dict[str, str]) -> DataFrame:
-    """(key, h, row) per row: key text, row hash, and the row as a text map for samples."""
+    """(key, h, row, typed) per row: key text, row hash, the row as a text map for samples,
+    and its columns as they are (what a repair publishes)."""
     types = {f.name: f.dataType for f in df.schema.fields}
     missing = [c for c in cols if c not in types]
     if missing:
@@ -79,7 +81,10 @@ def _canonical(df: DataFrame, cols: list[str], pk: list[str], logical: dict[str,
         if pk
         else joined  # a keyless table: the row is its own key, copies counted
     )
-    return df.select(key.alias("key"), F.xxhash64(joined).alias("h"), row.alias("row"))
+    typed = F.struct(*[F.col("`" + c.replace("`", "``") + "`") for c in cols])
+    return df.select(
+        key.alias("key"), F.xxhash64(joined).alias("h"), row.alias("row"), typed.alias("typed")
+    )
 
 
 def _published(spark: SparkSession, cfg: PipelineConfig, name: str, hour: str | None) -> dict:
@@ -244,6 +249,24 @@ def _in_flight(
     return keys[0].unionByName(keys[1]).distinct()
 
 
+@dataclass
+class Comparison:
+    """A table compared with its source: the result (`recon reconcile`'s report), and what a
+    repair needs of it (`recon.ops.repair`)."""
+
+    result: dict[str, Any]
+    diffs: DataFrame | None
+    """The differing rows of a keyed table: key, kind (missing, extra, different, in_flight),
+    trow/srow (each side's row as text), ttyped/styped (its columns as they are); None when
+    no bucket differs or the table has no key."""
+    source: tuple[DataFrame, dict[str, Any]]
+    """The source's rows and the point they were read at (compare again with the same rows)."""
+    logical: dict[str, str]
+    """The published table's logical column types."""
+    pk: list[str]
+    """Its primary key (empty: none)."""
+
+
 def reconcile_table(
     spark: SparkSession,
     cfg: PipelineConfig,
@@ -257,13 +280,39 @@ def reconcile_table(
     buckets: int = 64,
 ) -> dict[str, Any]:
     _check_source(cfg, name, snapshot, jdbc)
-    hour = format_hour(parse_hour(as_of_hour, "--as-of-hour")) if as_of_hour else None
-    pub = _published(spark, cfg, name, hour)
-    src_df, point = (
+    source = (
         _source_snapshot(spark, snapshot, name)
         if snapshot is not None
         else _source_jdbc(spark, str(jdbc), name, user, password)
     )
+    return compare_table(spark, cfg, name, source, as_of_hour, buckets).result
+
+
+def read_source(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    name: str,
+    jdbc: str,
+    user: str | None,
+    password: str | None,
+) -> tuple[DataFrame, dict[str, Any]]:
+    """The live source's rows of table `name`, read once, and the point they were read at."""
+    _check_source(cfg, name, None, jdbc)
+    return _source_jdbc(spark, jdbc, name, user, password)
+
+
+def compare_table(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    name: str,
+    source: tuple[DataFrame, dict[str, Any]],
+    as_of_hour: str | None = None,
+    buckets: int = 64,
+) -> Comparison:
+    """Table `name` (its version of `as_of_hour`, else its current one) against `source`."""
+    hour = format_hour(parse_hour(as_of_hour, "--as-of-hour")) if as_of_hour else None
+    pub = _published(spark, cfg, name, hour)
+    src_df, point = source[0], dict(source[1])
     wm = point.pop("_wm", None)
     cols, pk = pub["cols"], pub["pk"]
     t = _canonical(pub["df"], cols, pk, pub["logical"])
@@ -288,18 +337,19 @@ def reconcile_table(
         "in_flight": 0,
         "samples": {"missing": [], "extra": [], "different": []},
     }
+    keyed = None
     if differing:
         td = t.where(F.col("b").isin(differing))
         sd = s.where(F.col("b").isin(differing))
         if pk:
             flight = _in_flight(spark, cfg, name, pk, pub["hour"], wm)
-            diffs = _keyed_diffs(td, sd, flight)
+            diffs = keyed = _keyed_diffs(td, sd, flight)
         else:
             diffs = _multiset_diffs(td, sd)
         _count_and_sample(diffs, result)
     result["mismatches"] = result["missing"] + result["extra"] + result["different"]
     _judge_pending(spark, cfg, point, result)
-    return result
+    return Comparison(result, keyed, source, pub["logical"], pk)
 
 
 def _check_source(cfg: PipelineConfig, name: str, snapshot: Path | None, jdbc: str | None) -> None:
@@ -386,6 +436,8 @@ def _keyed_diffs(td: DataFrame, sd: DataFrame, flight: DataFrame | None) -> Data
             F.col("s.h").alias("sh"),
             F.col("t.row").alias("trow"),
             F.col("s.row").alias("srow"),
+            F.col("t.typed").alias("ttyped"),
+            F.col("s.typed").alias("styped"),
         )
     )
     j = j.where(F.col("th").isNull() | F.col("sh").isNull() | (F.col("th") != F.col("sh")))

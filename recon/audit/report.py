@@ -45,6 +45,8 @@ class AuditReport(TypedDict):
     freshness: dict[str, Any]
     identity: dict[str, Any]
     reconcile: dict[str, Any] | None
+    repairs: NotRequired[dict[str, list[dict[str, Any]]]]
+    """Per table, the repairs made to this hour's version (`recon reconcile --repair`)."""
 
 
 def _partitions(

@@ -354,6 +354,7 @@ def table_report(
         "skipped": skipped,
         "pk_changes": t.get("pk_changes", 0),
         "snapshot_rows_loaded": t.get("snapshot_rows_loaded", 0),
+        "repaired": t.get("repaired", 0),
         "duplicate_keys": pub.get("duplicate_keys", 0),
         "uncastable_values": pub.get("uncastable", {}),
         "checksum": t.get("checksum"),
@@ -373,6 +374,16 @@ def table_report(
 
 def _table_findings(name: str, t: TableMerge, skipped: dict[str, int], pub: Any) -> list[Finding]:
     out = []
+    if t.get("repaired"):
+        out.append(
+            finding(
+                "repaired",
+                f"{t['repaired']} keys corrected from the live source (`recon reconcile "
+                "--repair`): the stream did not bring the table to the source's rows; each "
+                "key's row before and after is in the report's repairs",
+                table=name,
+            )
+        )
     if pub.get("duplicate_keys"):
         out.append(
             finding(

@@ -35,8 +35,11 @@ def audit_hour(
         facts = read_facts(spark, cfg, hour)
     report = build_report(facts, cfg, hour, run_id)
     report["audited_by"] = audited_by or report["run_id"]
-    for result in _earlier_reconciles(cfg, hour):  # a comparison made stays with its hour
+    for result in _kept(cfg, hour, "reconcile"):  # a comparison made stays with its hour
         add_reconcile(report, result)
+    repairs = _kept(cfg, hour, "repair")  # so do the repairs made to its version
+    if repairs:
+        report["repairs"] = {r["table"]: r["repairs"] for r in repairs}
     validate(report)
     write_report(cfg, hour, report, day_comparison(cfg, hour, report))
     append_audit_table(cfg, report, hour)
@@ -45,11 +48,12 @@ def audit_hour(
     return report
 
 
-def _earlier_reconciles(cfg: PipelineConfig, hour: datetime) -> list[dict[str, Any]]:
-    """The `recon reconcile` results the hour's report held (`reconcile-<table>.json`)."""
+def _kept(cfg: PipelineConfig, hour: datetime, what: str) -> list[dict[str, Any]]:
+    """What `recon reconcile` left with the hour's report (`what`: `reconcile` its comparisons,
+    `repair` its repairs; `<what>-<table>.json`)."""
     folder = cfg.layout.audit(hour)
-    found = sorted(folder.glob("reconcile-*.json")) if folder.is_dir() else []
-    return [read_json(f) for f in found if f.stem.removeprefix("reconcile-") in cfg.tables]
+    found = sorted(folder.glob(f"{what}-*.json")) if folder.is_dir() else []
+    return [read_json(f) for f in found if f.stem.removeprefix(f"{what}-") in cfg.tables]
 
 
 def _hour_records(cfg: PipelineConfig, hour: datetime) -> int:

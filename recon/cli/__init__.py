@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from recon import __version__
 from recon.cli import inspect_cmd
-from recon.config import load_config, load_folder
+from recon.config import PipelineConfig, load_config, load_folder
 from recon.errors import EXIT_USER_ERROR, ReconError
 from recon.hours import format_hour, parse_hour, parse_time
 from recon.layout import write_json_atomic
@@ -193,22 +193,7 @@ def _trace_command(sub: argparse._SubParsersAction) -> None:
 def _table_commands(sub: argparse._SubParsersAction) -> None:
     _export_command(sub)
     _trace_command(sub)
-
-    p = sub.add_parser(
-        "reconcile", help="compare a published table with its source (snapshot or JDBC)"
-    )
-    _add_pipeline(p)
-    p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--snapshot", metavar="DIR", help="an out-of-band snapshot taken later")
-    src.add_argument("--jdbc", metavar="URL", help="the live source, e.g. jdbc:mariadb://h:3306/")
-    p.add_argument("--user", help="JDBC user")
-    p.add_argument(
-        "--password-env", metavar="VAR", help="environment variable holding the JDBC password"
-    )
-    p.add_argument("--as-of-hour", metavar="HOUR", help="compare the version of this hour")
-    p.add_argument("--buckets", type=int, default=64, help="checksum buckets (default 64)")
-    p.set_defaults(func=cmd_reconcile)
+    _reconcile_command(sub)
 
     p = sub.add_parser("history", help="list the published versions of a table")
     _add_pipeline(p)
@@ -239,6 +224,34 @@ def _table_commands(sub: argparse._SubParsersAction) -> None:
         help="pipelines run at a time (default: one per core, at most 3; 1 runs them in turn)",
     )
     p.set_defaults(func=cmd_demo)
+
+
+def _reconcile_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "reconcile", help="compare a published table with its source (snapshot or JDBC)"
+    )
+    _add_pipeline(p)
+    p.add_argument("--table", required=True, metavar="DB.TABLE", help="a configured table")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--snapshot", metavar="DIR", help="an out-of-band snapshot taken later")
+    src.add_argument("--jdbc", metavar="URL", help="the live source, e.g. jdbc:mariadb://h:3306/")
+    p.add_argument("--user", help="JDBC user")
+    p.add_argument(
+        "--password-env", metavar="VAR", help="environment variable holding the JDBC password"
+    )
+    p.add_argument("--as-of-hour", metavar="HOUR", help="compare the version of this hour")
+    p.add_argument("--buckets", type=int, default=64, help="checksum buckets (default 64)")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="correct the differing keys from the live source (--jdbc) in one correction commit",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --repair: list what it would change, change nothing",
+    )
+    p.set_defaults(func=cmd_reconcile)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -537,6 +550,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         password = os.environ[args.password_env]
     if not 1 <= args.buckets <= 65536:
         raise ReconError("--buckets must be between 1 and 65536")
+    if args.repair or args.dry_run:
+        return _repair(args, cfg, password)
     res = reconcile_table(
         get_spark(f"recon-reconcile-{cfg.name}"),
         cfg,
@@ -557,6 +572,44 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         out = folder / f"reconcile-{args.table}.json"
         print(f"  report: {folder / 'report.html'} (reconcile section), {out}")
     return 1 if res["mismatches"] else 0
+
+
+def _repair(args: argparse.Namespace, cfg: PipelineConfig, password: str | None) -> int:
+    from recon.ops.repair import repair_table
+    from recon.spark.session import get_spark
+
+    if not args.repair:
+        raise ReconError("--dry-run lists what --repair would change: give both")
+    if not args.jdbc or args.as_of_hour:
+        raise ReconError(
+            "--repair corrects the current version from the live source: give --jdbc URL, "
+            "without --snapshot or --as-of-hour"
+        )
+    spark = get_spark(f"recon-repair-{cfg.name}")
+    out = repair_table(
+        spark, cfg, args.table, (args.jdbc, args.user, password), args.buckets, args.dry_run
+    )
+    _print_reconcile(args.table, out["before"])
+    n, verb = out["repaired"], "would repair" if args.dry_run else "repaired"
+    if not n:
+        print(f"{args.table}: nothing to repair")
+        return 0
+    print(f"{args.table}: {verb} {n} keys in the version of hour {out['hour']}:")
+    for k in out["keys"][:LISTED_ON_SCREEN]:
+        print(f"  {k['kind']} {k['key']}: {k['before']} -> {k['after']}")
+    if n > LISTED_ON_SCREEN:
+        print(f"  ... and {n - LISTED_ON_SCREEN} more")
+    if args.dry_run:
+        return 0
+    after = out["after"]
+    print(f"  after the repair: {after['mismatches']} mismatches (snapshot "
+          f"{out['repair']['snapshot_after']}, correction); report: "
+          f"{cfg.layout.report(parse_hour(out['hour'], 'hour'))}")  # fmt: skip
+    return 1 if after["mismatches"] else 0
+
+
+LISTED_ON_SCREEN = 20
+"""Keys a repair (or its dry run) prints; the hour's report lists more."""
 
 
 def _print_reconcile(table: str, res: dict[str, object]) -> None:

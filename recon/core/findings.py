@@ -22,6 +22,7 @@ FindingKind = Literal[
     "type_change",
     "offset_reset",
     "unread_file",
+    "repaired",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 Severity = Literal["warn", "fail"]

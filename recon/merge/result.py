@@ -32,6 +32,8 @@ class TableMerge(TypedDict):
     applied: int
     pk_changes: int
     snapshot_rows_loaded: int
+    repaired: NotRequired[int]
+    """Keys corrected from the source (`recon reconcile --repair`), apart from the changes."""
     skipped: Skipped
     uncastable_columns: NotRequired[dict[str, int]]
     """Column -> changes set aside because its value does not fit the column."""

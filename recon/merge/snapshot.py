@@ -96,10 +96,8 @@ def snapshot_rows(
 def _table_rows(df: DataFrame, name: str, s: TableSchema, taken_at_ms: int | None) -> DataFrame:
     typed = {f.name: logical_of_spark(f.dataType) for f in df.schema.fields}
     s.observe([f.name for f in df.schema.fields], typed, "snapshot")
-    vals: list[Column] = []
-    for f in df.schema.fields:
-        vals += [F.lit(f.name), _canonical(f.name, f.dataType, s.logical(f.name) or "unknown")]
-    row = F.create_map(*vals)
+    logical = {f.name: s.logical(f.name) or "unknown" for f in df.schema.fields}
+    row = event_image([(f.name, _col(f.name), f.dataType) for f in df.schema.fields], logical)
     pk = s.primary_key
     out = df.select(row.alias("row")).select(
         F.lit(name).alias("table"),
@@ -119,6 +117,19 @@ def _table_rows(df: DataFrame, name: str, s: TableSchema, taken_at_ms: int | Non
         F.lit(taken_at_ms).cast("bigint").alias("event_time_ms"),
         F.lit("snapshot").alias("op"),
     )
+
+
+def _col(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def event_image(columns: list[tuple[str, Column, Any]], logical: dict[str, str]) -> Column:
+    """A row of typed values (name, value, its Spark type) as the map of canonical texts an
+    event would carry (recon.core.values), each read in its column's logical type."""
+    vals: list[Column] = []
+    for name, c, dt in columns:
+        vals += [F.lit(name), _canonical(c, dt, logical.get(name) or "unknown")]
+    return F.create_map(*vals)
 
 
 def _taken_at_ms(wm: Watermark) -> int | None:
@@ -159,32 +170,31 @@ def logical_of_spark(dt: Any) -> str:
     return "unknown"
 
 
-def _canonical(name: str, dt: Any, lt: str) -> Column:
-    """A snapshot value as the canonical text an event would carry (recon.core.values)."""
-    q = "`" + name.replace("`", "``") + "`"
-    c = F.col(q)
+def _canonical(c: Column, dt: Any, lt: str) -> Column:
+    """A typed value as the canonical text an event would carry (recon.core.values)."""
     if isinstance(dt, T.BinaryType):
         return F.base64(c)
-    if isinstance(dt, T.BooleanType):
-        return F.when(c, F.lit("true")).when(~c, F.lit("false"))
+    if isinstance(dt, T.BooleanType):  # an integer column read as one (MySQL's TINYINT(1))
+        yes, no = ("1", "0") if lt in INTEGER_LOGICAL else ("true", "false")
+        return F.when(c, F.lit(yes)).when(~c, F.lit(no))
     if isinstance(dt, (T.TimestampType, T.TimestampNTZType)) or (
         isinstance(dt, T.StringType) and lt in ("datetime", "timestamp")
     ):
-        return _temporal_text(c, q, dt, lt)
+        return _temporal_text(c, dt, lt)
     if isinstance(dt, T.StringType) and lt.startswith("decimal("):
-        return F.coalesce(F.expr(f"try_cast({q} as {lt})").cast("string"), c)
+        return F.coalesce(c.try_cast(lt).cast("string"), c)
     if isinstance(dt, T.StringType) and lt in INTEGER_LOGICAL:
-        return F.coalesce(F.expr(f"try_cast({q} as decimal(38,0))").cast("string"), c)
+        return F.coalesce(c.try_cast("decimal(38,0)").cast("string"), c)
     if isinstance(dt, T.DateType):
         return F.date_format(c, "yyyy-MM-dd")
     return c.cast("string")
 
 
-def _temporal_text(c: Column, q: str, dt: Any, lt: str) -> Column:
+def _temporal_text(c: Column, dt: Any, lt: str) -> Column:
     ts = (
         c.cast("timestamp_ntz")
         if not isinstance(dt, T.StringType)
-        else F.expr(f"try_cast(regexp_replace({q}, 'Z$', '') as timestamp_ntz)")
+        else F.regexp_replace(c, "Z$", "").try_cast("timestamp_ntz")
     )
     text = F.regexp_replace(F.date_format(ts, "yyyy-MM-dd HH:mm:ss.SSSSSS"), r"\.?0+$", "")
     text = F.when(ts.isNull(), c.cast("string")).otherwise(text)

@@ -73,6 +73,7 @@ from recon.merge.manifest import (
     state_rows,
     unloaded_snapshot_bytes,
 )
+from recon.merge.repairs import repair_rows
 from recon.merge.result import MergeResult, TableMerge
 from recon.merge.schemas import (
     HourSummary,
@@ -455,6 +456,14 @@ class _HourMerge:
                 "loaded_in_hour": self.H,
                 "run_id": self.run_id,
             }
+        repaired = repair_rows(self.spark, self.cfg, self.H, self.names)
+        if repaired is not None:  # corrections of this hour's version (`recon.merge.repairs`)
+            contrib = contrib.unionByName(
+                repaired.withColumn(UNFIT, F.array().cast("array<string>")).withColumn(
+                    SUP, no_sup()
+                ),
+                allowMissingColumns=True,
+            )
         bucket = key_bucket({n: self.buckets_of(n) for n in self.names})
         self.contrib = kept_as_rows(
             numbered(
@@ -729,13 +738,17 @@ class _HourMerge:
         }
 
     def snapshot_props(self, n: str) -> dict[str, str]:
-        """What the Iceberg snapshots this hour commits for table `n` say of it."""
-        return {
+        """What the Iceberg snapshots this hour commits for table `n` say of it (a version
+        holding corrections from the source says so: `recon.correction`)."""
+        props = {
             "recon.pipeline": self.cfg.name,
             "recon.hour": self.H,
             "recon.run-id": self.run_id,
             "recon.schema-version": str(self.schemas[n].version),
         }
+        if self.entered["repaired"].get(n):
+            props["recon.correction"] = "true"
+        return props
 
     def publish(self, n: str) -> PublishResult:
         return publish_table(
@@ -820,6 +833,7 @@ class _HourMerge:
             "applied": sum(entered.values()) - stale - again,
             "pk_changes": self.entered["pk_changes"].get(n, 0),
             "snapshot_rows_loaded": self.entered["snapshot_rows"].get(n, 0),
+            "repaired": self.entered["repaired"].get(n, 0),
             "skipped": {
                 "below_snapshot_watermark": self.skipped_wm.get(n, 0),
                 "stale": stale,

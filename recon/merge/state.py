@@ -28,9 +28,9 @@ def keyed_live(ms_tables: list[str]) -> Column:
 
 
 def is_main() -> Column:
-    """A contribution that stands for its event (`main_contributions`)."""
+    """A contribution that stands for its event (`main_contributions`): not a repair's."""
     return (
-        (F.col("op") != "pk_change")
+        ~F.col("op").isin("pk_change", "repair")
         & ((F.col("sign") != -1) | (F.col("op") == "delete"))
         & (F.length("order_key") > 0)
     )
@@ -440,6 +440,8 @@ class EnteredCounts(TypedDict):
     """Per table: events that entered the merge, by op."""
     pk_changes: dict[str, int]
     snapshot_rows: dict[str, int]
+    repaired: dict[str, int]
+    """Per table: keys corrected from the source (`recon.merge.repairs`), not events."""
 
 
 UnfitCounts = dict[str, dict[str, int]]
@@ -458,7 +460,7 @@ def contribution_counts(
     would hold (`merge_on_read`)."""
     touched: dict[str, set[int]] = {}
     keys: dict[str, int] = {}
-    out: EnteredCounts = {"by_op": {}, "pk_changes": {}, "snapshot_rows": {}}
+    out: EnteredCounts = {"by_op": {}, "pk_changes": {}, "snapshot_rows": {}, "repaired": {}}
     set_aside: UnfitCounts = {}
     main = F.when((F.col("sign") != -1) | (F.col("op") == "delete"), 1).otherwise(0)
     oob = (F.length("order_key") == 0).alias("oob")
@@ -481,6 +483,8 @@ def contribution_counts(
             out["snapshot_rows"][t] = out["snapshot_rows"].get(t, 0) + n
         elif r["op"] == "pk_change":
             out["pk_changes"][t] = out["pk_changes"].get(t, 0) + n
+        elif r["op"] == "repair":
+            out["repaired"][t] = out["repaired"].get(t, 0) + n
         elif r["main"]:
             by_op = out["by_op"].setdefault(t, {})
             by_op[r["op"]] = by_op.get(r["op"], 0) + int(r["main"])

@@ -7,6 +7,7 @@ from typing import Any
 from recon.config import load_config
 from recon.hours import format_hour, parse_hour
 from recon.merge.manifest import load_manifest, rollback_state, saved_state
+from recon.merge.repairs import drop_repairs_after
 from recon.ops.lock import pipeline_lock
 from recon.ops.run import QUIET, Progress
 from recon.publish.history import keeps_history, trim_history
@@ -46,6 +47,7 @@ def rollback(
             for t in histories:
                 trim_history(cfg, spark, t, H)
         rollback_state(cfg, parse_hour(H), {r["table"]: r["snapshot_id"] for r in restored})
+        undone_repairs = drop_repairs_after(cfg, H)
     for r in restored:
         if r["restored_from"] is None:
             what = f"emptied (it was not merged yet at the end of {H})"
@@ -53,6 +55,11 @@ def rollback(
             done = "restored" if r["committed"] else "already current"
             what = f"version of {H} (snapshot {r['restored_from']}) {done}"
         progress.note(f"{cfg.name}: {r['table']}: {what}")
+    if undone_repairs:
+        progress.note(
+            f"{cfg.name}: the repairs of the versions of {', '.join(undone_repairs)} are undone "
+            "with them; once those hours are merged again, `recon reconcile --repair` again"
+        )
     if later:
         progress.note(
             f"{cfg.name}: hours {later[0]} .. {later[-1]} are no longer in the tables; merge "

@@ -1,6 +1,7 @@
 """`recon reconcile` against a throwaway MariaDB over JDBC (Debian's libmariadb-java) and against
 a later snapshot: nothing on a clean run; a row changed behind the stream's back, a deleted row
-and an extra row when the source is changed without the binlog."""
+and an extra row when the source is changed without the binlog; `--repair` corrects them, and a
+published row corrupted by hand, in one correction commit."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ import random
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from pyiceberg.expressions import EqualTo
 
 from recon.cli import main
+from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.demo.demo import write_dump
+from recon.publish.history import load_history
+from recon.publish.iceberg import load_table
 from tests.support import mariadb_source as mdb
 from tests.support.builders import write_pipeline
 from tests.support.mariadb_workload import (
@@ -51,7 +57,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
         raw=base / "raw",
         warehouse=base / "wh",
         start=START,
-        tables={"shop.orders": {}, "shop.audit_log": {}},
+        tables={"shop.orders": {"history": True}, "shop.audit_log": {}},
         buckets=4,
     )
     yield {"server": server, "base": base, "cfg": cfg, "txns": len(txns), "records": len(recs)}
@@ -176,6 +182,10 @@ def test_a_source_ahead_of_the_decoded_stream_is_not_a_mismatch_until_the_stream
     ]
     write_dump(world["base"] / "raw", "rc", recs, "jsonl", [h2])
     H2 = h2.strftime("%Y-%m-%dT%H")
+    # nor is anything repaired while the source is ahead: a difference may be on its way
+    assert _reconcile(world, "shop.orders", *_jdbc(world), "--repair") == 2
+    assert "past the stream decoded so far" in capsys.readouterr().err
+    assert not (world["base"] / "wh" / "_state" / "rc" / "repairs").exists()
     assert main(["run", "--pipeline", str(world["cfg"]), "--from", H2]) == 0
     capsys.readouterr()
     assert _reconcile(world, "shop.orders", *_jdbc(world)) == 1
@@ -189,3 +199,72 @@ def test_a_source_ahead_of_the_decoded_stream_is_not_a_mismatch_until_the_stream
     assert [f["kind"] for f in report["findings"] if f["severity"] == "fail"] == [
         "reconcile_mismatch"
     ]
+
+
+def test_repair_brings_the_table_to_the_source_in_one_correction_with_each_key_in_the_audit(
+    spark, world: Any, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Issue 84 item 4. After the tests before, the table differs from the source by three
+    keys the source changed behind the binlog's back; a fourth published row is corrupted by
+    hand here. A dry run lists the four and changes nothing; the repair publishes one commit
+    marked as a correction, after which the table matches the source, the hour's report lists
+    each key with its row before and after (a `repaired` warning), the history holds a
+    `repair` version of each, and merging the hour again (a cleared run) keeps the repair."""
+    monkeypatch.setenv("RECON_TEST_PW", "pw")
+    cfg = load_config(world["cfg"])
+    table = load_table(cfg, "shop.orders")
+    H2 = (START + timedelta(hours=2)).strftime("%Y-%m-%dT%H")
+    bad = _corrupt_one_row(table)
+    table = load_table(cfg, "shop.orders")
+    before_snap = table.current_snapshot().snapshot_id
+    capsys.readouterr()
+
+    assert _reconcile(world, "shop.orders", *_jdbc(world), "--repair", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "would repair 4 keys in the version of hour " + H2 in out
+    assert f'different ["{bad}"]' in out and "customer': 'corrupted'" in out
+    assert load_table(cfg, "shop.orders").current_snapshot().snapshot_id == before_snap
+    assert not (world["base"] / "wh" / "_state" / "rc" / "repairs").exists()
+
+    assert _reconcile(world, "shop.orders", *_jdbc(world), "--repair") == 0
+    out = capsys.readouterr().out
+    assert "repaired 4 keys" in out and "after the repair: 0 mismatches" in out
+    table = load_table(cfg, "shop.orders")
+    snap = table.current_snapshot()
+    assert snap.summary.additional_properties["recon.correction"] == "true"
+    assert table.snapshot_by_id(snap.parent_snapshot_id).snapshot_id == before_snap  # one commit
+    assert _reconcile(world, "shop.orders", *_jdbc(world)) == 0
+    report = json.loads((world["base"] / "wh" / "audit" / "rc" / H2 / "report.json").read_text())
+    assert [f["severity"] for f in report["findings"] if f["kind"] == "repaired"] == ["warn"]
+    assert not [f for f in report["findings"] if f["kind"] == "reconcile_mismatch"]
+    [run] = report["repairs"]["shop.orders"]
+    kinds = sorted(k["kind"] for k in run["keys"])
+    assert kinds == ["different", "different", "extra", "missing"] and run["mismatches_after"] == 0
+    fixed = next(k for k in run["keys"] if json.loads(k["key"]) == [bad])
+    assert fixed["before"]["customer"] == "corrupted" != fixed["after"]["customer"]
+    assert report["tables"]["shop.orders"]["repaired"] == 4
+    hist = load_history(cfg, "shop.orders").scan().to_arrow().to_pylist()
+    repaired = {r["__key"]: r for r in hist if r["__op"] == "repair"}
+    assert set(repaired) == {k["key"] for k in run["keys"]}
+    live = {k["key"] for k in run["keys"] if k["kind"] != "extra"}
+    assert all(repaired[k]["__valid_to"] is None for k in live)  # each the key's open version
+
+    # the hour merged again (a cleared DAG run) keeps the repair: the table still matches
+    assert main(["merge", "--pipeline", str(world["cfg"]), "--hour", H2]) == 0
+    assert _reconcile(world, "shop.orders", *_jdbc(world)) == 0
+    # a repair needs the live source
+    rc = _reconcile(world, "shop.orders", "--snapshot", str(world["base"] / "snap"), "--repair")
+    assert rc == 2 and "give --jdbc URL" in capsys.readouterr().err
+
+
+def _corrupt_one_row(table: Any) -> str:
+    """Change one published row's `customer` behind recon's back (pyiceberg): the id changed."""
+    rows = table.scan().to_arrow()
+    bad = max(rows.column("id").to_pylist())
+    one = table.scan(row_filter=EqualTo("id", bad)).to_arrow()
+    col = one.schema.get_field_index("customer")
+    one = one.set_column(
+        col, one.schema.field(col), pa.array(["corrupted"], one.schema.field(col).type)
+    )
+    table.overwrite(one, overwrite_filter=EqualTo("id", bad))
+    return str(bad)
