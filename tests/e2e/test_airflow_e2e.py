@@ -22,6 +22,7 @@ from recon.demo.airflow_local import airflow_env, dags_test, migrate
 from recon.demo.demo import write_dump
 from recon.hours import format_hour
 from recon.publish.export import export_rows
+from recon.publish.history import load_history
 from recon.publish.iceberg import load_table
 from tests.support.canal import write_canal_dump, write_canal_pipeline
 from tests.support.s3 import make_bucket, moto_server, upload, use_s3
@@ -41,14 +42,18 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         yield make_bucket("lake-af")
 
 
+HISTORY = {"shop.orders": {"history": True}}
+
+
 def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path, s3: str) -> None:
     """The DAG's pipeline reads its dumps from S3 and publishes its table there
-    (docs/deployment.md "Object stores"); `recon run`'s reads and writes local folders."""
+    (docs/deployment.md "Object stores"); `recon run`'s reads and writes local folders. The
+    table keeps a history (`history: true`): the DAG's, on S3, holds the same versions."""
     write_canal_dump(tmp_path / "raw", "af", START, 2, seed=11)
     upload(tmp_path / "raw", f"{s3}/raw")
     dag_cfg = write_canal_pipeline(
         tmp_path / "pipelines", "af", f"{s3}/raw", tmp_path / "wh_dag", START,
-        catalog={"warehouse": f"{s3}/ice"},
+        catalog={"warehouse": f"{s3}/ice"}, tables=HISTORY,
     )  # fmt: skip
     lineage_file = tmp_path / "openlineage.jsonl"
     env = dict(
@@ -80,7 +85,7 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path, s3: st
     )
     # the same dump through `recon run`, in another warehouse
     run_cfg = write_canal_pipeline(
-        tmp_path / "direct", "af", tmp_path / "raw", tmp_path / "wh_run", START
+        tmp_path / "direct", "af", tmp_path / "raw", tmp_path / "wh_run", START, tables=HISTORY
     )
     assert (
         main(
@@ -91,6 +96,14 @@ def test_two_hours_through_airflow_equal_recon_run(spark, tmp_path: Path, s3: st
     dag_rows = list(export_rows(load_config(dag_cfg), "shop.orders"))
     run_rows = list(export_rows(load_config(run_cfg), "shop.orders"))
     assert dag_rows == run_rows and len(dag_rows) >= 3
+    dag_hist, run_hist = (
+        sorted(
+            load_history(load_config(c), "shop.orders").scan().to_arrow().to_pylist(),
+            key=lambda r: (r["__key"], r["__order_key"]),
+        )
+        for c in (dag_cfg, run_cfg)
+    )
+    assert dag_hist == run_hist and len(dag_hist) > len(dag_rows)
     for h in (H0, H1):
         a = json.loads(
             (tmp_path / "wh_dag" / "audit" / "af" / format_hour(h) / "report.json").read_text()
