@@ -233,18 +233,16 @@ def test_a_failing_verdict_fails_the_run_and_announces_nothing(tmp_path: Path) -
     assert db.execute("SELECT count(*) FROM asset_event").fetchone()[0] == 0
 
 
-@pytest.mark.parametrize(
-    "setting", [{"RECON_SPARK_APP_IDLE_S": "0.01"}, {"RECON_SPARK_APP_PER_RUN": "false"}]
-)
 def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
-    tmp_path: Path, setting: dict[str, str]
+    tmp_path: Path,
 ) -> None:
     """The run's Spark application exits when idle (here at once, `RECON_SPARK_APP_IDLE_S`):
     the setup finds it gone before it answered, or the stages find it gone after; either way
     each stage says so and runs its own spark-submit, the run succeeds, the teardown too, and
-    nothing of the application is left behind. Switched off (`RECON_SPARK_APP_PER_RUN`), no
-    application starts and each stage runs spark-submit. (`tests/spark/test_app_server.py` has
-    the application killed during a stage.)"""
+    nothing of the application is left behind. (Switched off, `RECON_SPARK_APP_PER_RUN`, the
+    setup starts none and returns none, the same fallback: tests/unit/test_app_lease.py;
+    `tests/spark/test_app_server.py` has the application killed during a stage.)"""
+    setting = {"RECON_SPARK_APP_IDLE_S": "0.01"}
     write_canal_dump(tmp_path / "raw", "af", START, 1, seed=5)
     cfg = write_canal_pipeline(
         tmp_path / "pipelines", "af", tmp_path / "raw", tmp_path / "wh", START
@@ -256,19 +254,15 @@ def test_stages_fall_back_to_spark_submit_when_the_runs_application_is_gone(
         -3000:
     ]
     text = log.read_text()
-    if "RECON_SPARK_APP_PER_RUN" in setting:
-        assert "RECON_SPARK_APP_PER_RUN is off: each stage runs its own spark-submit" in text
-        assert "recon app:" not in text
-    else:
-        gone = text.count("the run's Spark application is gone: spark-submit instead")
-        not_started = "the run's Spark application did not start" in text
-        assert (gone, not_started) in ((3, False), (0, True)), (gone, not_started)
-        if not_started:  # it idled out before the setup saw it listen: its output is shown
-            assert "recon app: no request for 0 s, exiting" in text
-        else:  # the setup saw it listen, then it idled out before the first stage
-            assert "the run's Spark application serves its stages" in text
-        folders = set(re.findall(r"(/\S+/recon-app-\w+)/", text))
-        assert folders and not any(Path(p).exists() for p in folders), folders
+    gone = text.count("the run's Spark application is gone: spark-submit instead")
+    not_started = "the run's Spark application did not start" in text
+    assert (gone, not_started) in ((3, False), (0, True)), (gone, not_started)
+    if not_started:  # it idled out before the setup saw it listen: its output is shown
+        assert "recon app: no request for 0 s, exiting" in text
+    else:  # the setup saw it listen, then it idled out before the first stage
+        assert "the run's Spark application serves its stages" in text
+    folders = set(re.findall(r"(/\S+/recon-app-\w+)/", text))
+    assert folders and not any(Path(p).exists() for p in folders), folders
     for stage in ("decode", "merge_publish", "audit"):
         assert f"::group::spark-submit {stage}" in text
     report = json.loads(

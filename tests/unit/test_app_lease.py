@@ -159,3 +159,21 @@ def test_the_shared_folder_must_be_this_users_alone(tmp_path: Path, monkeypatch)
         _lease(str(mine), "k", "run")
     assert not (tmp_path / "victim").exists()
     assert os.getuid() == mine.stat().st_uid
+
+
+def test_switched_off_the_setup_starts_no_application(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`RECON_SPARK_APP_PER_RUN=false`: the setup task returns no application (its stages then
+    run spark-submit each, as when the application is gone: the e2e test of that fallback)
+    and starts nothing: no spark-submit, no folder."""
+    from recon.airflow.spark_app import SWITCH, SparkAppStart
+
+    started: list[object] = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    op = SparkAppStart(task_id="spark_app", application="recon/jobs/app.py")
+    for off in ("false", "0", "off"):
+        monkeypatch.setenv(SWITCH, off)
+        assert op.execute({}) is None
+    assert not started and not list(tmp_path.iterdir())
