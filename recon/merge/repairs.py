@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
@@ -75,9 +75,7 @@ def planned_repairs(
     """The repair rows (`REPAIR_DDL`) of table `name` from `recon reconcile`'s differences
     (`recon.audit.reconcile.Comparison.diffs`), the source's rows read at `read_ms`."""
     d = diffs.where(F.col("kind").isin(*KINDS))
-    typed = {f.name: f.dataType for f in d.schema["styped"].dataType.fields}  # type: ignore[attr-defined]
-    source = event_image([(c, F.col("styped")[c], t) for c, t in typed.items()], logical)
-    table = event_image([(c, F.col("ttyped")[c], t) for c, t in typed.items()], logical)
+    source, table = _image(d, "styped", logical), _image(d, "ttyped", logical)
     live = F.col("kind") != "extra"
     image = F.when(live, source).otherwise(table)
     keyed = d.select(
@@ -102,6 +100,12 @@ def planned_repairs(
         "before",
         "after",
     )
+
+
+def _image(diffs: DataFrame, side: str, logical: dict[str, str]) -> Column:
+    """One side's typed row (`styped`: the source's, `ttyped`: the table's) as an event's image."""
+    fields = diffs.schema[side].dataType.fields  # type: ignore[attr-defined]
+    return event_image([(f.name, F.col(side)[f.name], f.dataType) for f in fields], logical)
 
 
 def _state_order_keys(

@@ -63,11 +63,6 @@ def repair_table(
         if dry_run:
             return out
         repair_id = new_attempt()
-        folder = _write_plan(plan, cfg, hour, repair_id)
-        merged = merge_hour(
-            spark, cfg, parse_hour(hour, "hour"), buckets=cfg.buckets, tables=[name]
-        )
-        after = compare_table(spark, cfg, name, rows, None, buckets).result
         doc = {
             "repair_id": repair_id,
             "source": res["source"],
@@ -75,12 +70,17 @@ def repair_table(
             "counts": {k: res[k] for k in ("missing", "extra", "different")},
             "in_flight_not_repaired": res["in_flight"],
             "snapshot_before": res["published_snapshot_id"],
-            "snapshot_after": merged["tables"][name]["published"].get("snapshot_id"),
-            "files": str(folder),
+            "files": str(_write_plan(plan, cfg, hour, repair_id)),
             "keys": keys,
             "keys_listed": len(keys),
-            "mismatches_after": after["mismatches"],
         }
+        _record(cfg, hour, name, doc)  # first: a repair stopped after its merge is still listed
+        merged = merge_hour(
+            spark, cfg, parse_hour(hour, "hour"), buckets=cfg.buckets, tables=[name]
+        )
+        after = compare_table(spark, cfg, name, rows, None, buckets).result
+        doc["snapshot_after"] = merged["tables"][name]["published"].get("snapshot_id")
+        doc["mismatches_after"] = after["mismatches"]
         _record(cfg, hour, name, doc, after)
         audit_hour(spark, cfg, parse_hour(hour, "hour"))
         out.update(after=after, repair=doc)
@@ -121,14 +121,20 @@ def _write_plan(plan: Any, cfg: PipelineConfig, hour: str, repair_id: str) -> Pa
 
 
 def _record(
-    cfg: PipelineConfig, hour: str, name: str, doc: dict[str, Any], after: dict[str, Any]
+    cfg: PipelineConfig,
+    hour: str,
+    name: str,
+    doc: dict[str, Any],
+    after: dict[str, Any] | None = None,
 ) -> None:
     """The repair beside the hour's report (`repair-<table>.json`: every repair of the hour's
-    version, oldest first) and the comparison after it (`reconcile-<table>.json`): the hour's
-    audit reads both into its report."""
+    version, oldest first; this one replaced by `doc`) and the comparison after it
+    (`reconcile-<table>.json`): the hour's audit reads both into its report."""
     folder = cfg.layout.audit(parse_hour(hour, "hour"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"repair-{name}.json"
     runs = read_json(path)["repairs"] if path.is_file() else []
-    write_json_atomic(path, {"table": name, "hour": hour, "repairs": [*runs, doc]})
-    write_json_atomic(folder / f"reconcile-{name}.json", after)
+    runs = [r for r in runs if r["repair_id"] != doc["repair_id"]] + [doc]
+    write_json_atomic(path, {"table": name, "hour": hour, "repairs": runs})
+    if after is not None:
+        write_json_atomic(folder / f"reconcile-{name}.json", after)
