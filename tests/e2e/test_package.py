@@ -81,7 +81,7 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs_the_demo(tmp_path: Path)
     env = {"HOME": str(tmp_path), "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
     here = tmp_path / "work"
     here.mkdir()
-    demo = [str(venv / "bin" / "recon"), "demo", "--without-airflow", "--hours", "1"]
+    demo = [str(venv / "bin" / "recon"), "demo", "--without-airflow", "--hours", "2"]
     first = subprocess.run(demo, cwd=here, env=env, capture_output=True, text=True, timeout=600)
     if first.returncode != 0:  # pip put pyspark-client's files over pyspark's: one line says so
         line = first.stderr.strip().splitlines()[-1]
