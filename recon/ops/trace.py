@@ -25,6 +25,7 @@ from recon.config import PipelineConfig, load_config
 from recon.decode.input.connect_input import file_values
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
+from recon.layout import read_json
 from recon.objstore import local_copies
 from recon.publish.export import render_value
 from recon.publish.history import load_history
@@ -75,8 +76,23 @@ def trace(
         }
         change["decoded"] = _decoded(cfg, v)
         change["record"] = _record(cfg, v, raw) if v["__topic"] is not None else None
+        if v["__op"] == "repair":
+            change["repair"] = _repair(cfg, table, v)
         out.append(change)
     return out
+
+
+def _repair(cfg: PipelineConfig, table: str, v: dict[str, Any]) -> dict[str, Any] | None:
+    """The `recon reconcile --repair` that made version `v`, from its hour's report folder
+    (`repair-<table>.json`): the newest repair of the hour listing the key."""
+    path = cfg.layout.audit(parse_hour(v["__hour"], "hour")) / f"repair-{table}.json"
+    runs = read_json(path)["repairs"] if path.is_file() else []
+    for run in reversed(runs):
+        for k in run["keys"]:
+            if k["key"] == v["__key"]:
+                return {"repair_id": run["repair_id"], "source": run["source"], "kind": k["kind"],
+                        "before": k["before"], "after": k["after"]}  # fmt: skip
+    return None
 
 
 def _change(v: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from recon.cli import main
 from recon.config import load_config
 from recon.core.model import RawRecord
 from recon.demo.demo import write_dump
+from recon.ops.trace import trace
 from recon.publish.history import load_history
 from recon.publish.iceberg import load_table
 from tests.support import mariadb_source as mdb
@@ -248,6 +249,9 @@ def test_repair_brings_the_table_to_the_source_in_one_correction_with_each_key_i
     assert set(repaired) == {k["key"] for k in run["keys"]}
     live = {k["key"] for k in run["keys"] if k["kind"] != "extra"}
     assert all(repaired[k]["__valid_to"] is None for k in live)  # each the key's open version
+    last = trace(str(world["cfg"]), "shop.orders", bad)[-1]  # trace names the repair
+    assert last["op"] == "repair" and last["record"] is None
+    assert last["repair"]["repair_id"] == run["repair_id"] and last["repair"]["kind"] == "different"
 
     # the hour merged again (a cleared DAG run) keeps the repair: the table still matches
     assert main(["merge", "--pipeline", str(world["cfg"]), "--hour", H2]) == 0
