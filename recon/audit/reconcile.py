@@ -32,7 +32,7 @@ from recon.core.watermark import watermark_from_doc
 from recon.errors import ReconError
 from recon.hours import format_hour, parse_hour
 from recon.layout import has_parquet
-from recon.merge.snapshot import load_watermark, read_snapshot_folder
+from recon.merge.snapshot import column, load_watermark, read_snapshot_folder
 from recon.merge.state import checksum_of, checksum_sums
 from recon.publish.deletes import read_snapshot_files
 from recon.publish.iceberg import load_table, snapshot_at_hour
@@ -43,7 +43,7 @@ _NUMERIC_LOGICAL = ("int", "uint", "decimal", "float", "year")
 
 def _text(name: str, dtype: Any, logical: str) -> Column:
     """One column as canonical text (the same for a published value and a source value)."""
-    c = F.col("`" + name.replace("`", "``") + "`")
+    c = column(name)
     if isinstance(dtype, T.BinaryType):
         return F.base64(c)
     if isinstance(dtype, T.BooleanType):
@@ -81,7 +81,7 @@ def _canonical(df: DataFrame, cols: list[str], pk: list[str], logical: dict[str,
         if pk
         else joined  # a keyless table: the row is its own key, copies counted
     )
-    typed = F.struct(*[F.col("`" + c.replace("`", "``") + "`") for c in cols])
+    typed = F.struct(*[column(c) for c in cols])
     return df.select(
         key.alias("key"), F.xxhash64(joined).alias("h"), row.alias("row"), typed.alias("typed")
     )
@@ -259,8 +259,6 @@ class Comparison:
     """The differing rows of a keyed table: key, kind (missing, extra, different, in_flight),
     trow/srow (each side's row as text), ttyped/styped (its columns as they are); None when
     no bucket differs or the table has no key."""
-    source: tuple[DataFrame, dict[str, Any]]
-    """The source's rows and the point they were read at (compare again with the same rows)."""
     logical: dict[str, str]
     """The published table's logical column types."""
     pk: list[str]
@@ -349,7 +347,7 @@ def compare_table(
         _count_and_sample(diffs, result)
     result["mismatches"] = result["missing"] + result["extra"] + result["different"]
     _judge_pending(spark, cfg, point, result)
-    return Comparison(result, keyed, source, pub["logical"], pk)
+    return Comparison(result, keyed, pub["logical"], pk)
 
 
 def _check_source(cfg: PipelineConfig, name: str, snapshot: Path | None, jdbc: str | None) -> None:

@@ -27,6 +27,8 @@ the state (`recon.merge.state.fold`) and kept with it, so an hour's bucket check
 its changed keys cost, not a pass of `row_key` over every state row (NULL in states written
 before it, and for rows a schema change rewrites: filled by the fold)."""
 STATE_COLS = [c.split()[0] for c in STATE_DDL.split(", ")]
+REPAIR_OP = "repair"
+"""The op of a correction from the source (`recon.merge.repairs`): not an event."""
 
 
 def _source_regex(pattern: str) -> str:

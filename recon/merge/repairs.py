@@ -18,11 +18,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recon.config import PipelineConfig
-from recon.merge.contributions import STATE_DDL, key_bucket
+from recon.merge.contributions import REPAIR_OP, STATE_COLS, STATE_DDL, key_bucket
 from recon.merge.manifest import Manifest, bucket_dirs
 from recon.merge.snapshot import event_image
 
-REPAIR_OP = "repair"
 KINDS = ("missing", "extra", "different")
 """The differences a repair corrects (not those in flight: the stream changes them later)."""
 REPAIR_DDL = (
@@ -32,7 +31,7 @@ REPAIR_DDL = (
 )
 """A repair file's rows: the contributions, with the difference each corrects (`kind`) and the
 row before and after it as `recon reconcile` compared them (its canonical text)."""
-CONTRIBUTION_COLS = ["table", "key", "ident", "order_key", "sign", "row", "event_time_ms", "op"]
+CONTRIBUTION_COLS = [c for c in STATE_COLS if c not in ("bucket", "ck")]
 
 
 def repair_dirs(cfg: PipelineConfig, hour: str) -> list[Path]:

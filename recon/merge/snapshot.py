@@ -97,7 +97,7 @@ def _table_rows(df: DataFrame, name: str, s: TableSchema, taken_at_ms: int | Non
     typed = {f.name: logical_of_spark(f.dataType) for f in df.schema.fields}
     s.observe([f.name for f in df.schema.fields], typed, "snapshot")
     logical = {f.name: s.logical(f.name) or "unknown" for f in df.schema.fields}
-    row = event_image([(f.name, _col(f.name), f.dataType) for f in df.schema.fields], logical)
+    row = event_image([(f.name, column(f.name), f.dataType) for f in df.schema.fields], logical)
     pk = s.primary_key
     out = df.select(row.alias("row")).select(
         F.lit(name).alias("table"),
@@ -119,7 +119,8 @@ def _table_rows(df: DataFrame, name: str, s: TableSchema, taken_at_ms: int | Non
     )
 
 
-def _col(name: str) -> Column:
+def column(name: str) -> Column:
+    """The column named `name`, whatever characters the name holds."""
     return F.col("`" + name.replace("`", "``") + "`")
 
 

@@ -445,12 +445,7 @@ class _HourMerge:
         if wm is not None and self.snapshot_for:
             snap = snapshot_rows(self.spark, self.cfg, self.schemas, wm, self.snapshot_for)
             if snap is not None:
-                contrib = contrib.unionByName(
-                    snap.withColumn(UNFIT, F.array().cast("array<string>")).withColumn(
-                        SUP, no_sup()
-                    ),
-                    allowMissingColumns=True,  # a snapshot's rows have no source position
-                )
+                contrib = _with_rows(contrib, snap)
             self.snapshot_info = {
                 "watermark": wm.to_json(),
                 "loaded_in_hour": self.H,
@@ -458,12 +453,7 @@ class _HourMerge:
             }
         repaired = repair_rows(self.spark, self.cfg, self.H, self.names)
         if repaired is not None:  # corrections of this hour's version (`recon.merge.repairs`)
-            contrib = contrib.unionByName(
-                repaired.withColumn(UNFIT, F.array().cast("array<string>")).withColumn(
-                    SUP, no_sup()
-                ),
-                allowMissingColumns=True,
-            )
+            contrib = _with_rows(contrib, repaired)
         bucket = key_bucket({n: self.buckets_of(n) for n in self.names})
         self.contrib = kept_as_rows(
             numbered(
@@ -896,6 +886,13 @@ class _HourMerge:
             "hours_missing_before": self.missing[:24],
             "hours_missing_count": len(self.missing),
         }
+
+
+def _with_rows(contrib: DataFrame, rows: DataFrame) -> DataFrame:
+    """The events' contributions and rows from elsewhere (an out-of-band snapshot's, repairs):
+    none set aside, none superseding a change; they have no source position."""
+    out_of_band = rows.withColumn(UNFIT, F.array().cast("array<string>")).withColumn(SUP, no_sup())
+    return contrib.unionByName(out_of_band, allowMissingColumns=True)
 
 
 def _small_merge(cfg: PipelineConfig, hour: datetime) -> bool:

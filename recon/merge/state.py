@@ -13,7 +13,7 @@ from typing import TypedDict
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from recon.merge.contributions import STATE_COLS, SUP, key_bucket, with_checksum
+from recon.merge.contributions import REPAIR_OP, STATE_COLS, SUP, key_bucket, with_checksum
 
 U64 = 1 << 64
 
@@ -30,7 +30,7 @@ def keyed_live(ms_tables: list[str]) -> Column:
 def is_main() -> Column:
     """A contribution that stands for its event (`main_contributions`): not a repair's."""
     return (
-        ~F.col("op").isin("pk_change", "repair")
+        ~F.col("op").isin("pk_change", REPAIR_OP)
         & ((F.col("sign") != -1) | (F.col("op") == "delete"))
         & (F.length("order_key") > 0)
     )
@@ -483,7 +483,7 @@ def contribution_counts(
             out["snapshot_rows"][t] = out["snapshot_rows"].get(t, 0) + n
         elif r["op"] == "pk_change":
             out["pk_changes"][t] = out["pk_changes"].get(t, 0) + n
-        elif r["op"] == "repair":
+        elif r["op"] == REPAIR_OP:
             out["repaired"][t] = out["repaired"].get(t, 0) + n
         elif r["main"]:
             by_op = out["by_op"].setdefault(t, {})
