@@ -203,8 +203,8 @@ class _HourMerge:
     value_classes: dict[str, dict[str, Counter[str]]] | None = None
     """Per table and column, the decode's classes of its checked values (None: not counted)."""
     checked_in_decode: list[str] = field(default_factory=list)
-    """Of `prefolded`, those whose values the decode's classes show to fit (`fit_in_decode`):
-    their events are not read to check them."""
+    """The tables whose values the decode's classes show to fit (`fit_in_decode`): their
+    events are not read to check them."""
     schemas: dict[str, TableSchema] = field(init=False)
     schema_changed: dict[str, bool] = field(init=False)
     skipped_wm: dict[str, int] = field(default_factory=dict)
@@ -350,6 +350,7 @@ class _HourMerge:
         self.summary = summary or summarize_hour(self.events)
         if summary is not None and decoded is not None:
             self.read_winners(decoded)
+            self.value_classes = value_classes_by_table(self.cfg, decoded)
 
     def decoded_summary(self, decoded: DecodedShapes | None) -> HourSummary | None:
         """The summary from what the decode counted of these very events (None: an hour decoded
@@ -371,7 +372,6 @@ class _HourMerge:
         if won is not None:
             self.winners = won.withColumn("table", route_expr(self.cfg))
             self.superseded = superseded_by_table(self.cfg, decoded)
-            self.value_classes = value_classes_by_table(self.cfg, decoded)
 
     def prefold_tables(self, wm: Watermark | None) -> list[str]:
         """The tables this hour merges from its winners (`recon.merge.winners`): not those
@@ -385,17 +385,28 @@ class _HourMerge:
         ]
         if not keyed:
             return []
-        if wm is None and self.value_classes is not None:
-            got = self.value_classes
-            self.checked_in_decode = [
-                n for n in keyed
-                if fit_in_decode(self.schemas[n], self.published[n], got.get(n, {}))
-            ]  # fmt: skip
-        rest = [n for n in keyed if n not in self.checked_in_decode]
+        # with a watermark, the events are read anyway: for the changes it skips
+        known = [n for n in keyed if n in self.checked_in_decode] if wm is None else []
+        rest = [n for n in keyed if n not in known]
         if not rest:
             return keyed
-        clean = clean_tables(self.events, rest, any_unfit(self.schemas, rest, self.published), wm)
-        return [n for n in keyed if n in self.checked_in_decode or n in clean]
+        checked = [n for n in rest if n not in self.checked_in_decode]
+        unfit = any_unfit(self.schemas, checked, self.published)
+        clean = clean_tables(self.events, rest, unfit, wm)
+        return [n for n in keyed if n in known or n in clean]
+
+    def fit_in_decode(self) -> list[str]:
+        """The tables whose hour's values the decode's classes show to fit their columns
+        (`recon.merge.unfit.fit_in_decode`): their events are not read to check them, as the
+        cast of every typed value of an hour whose keys change once (no winners) was a tenth
+        of the merge's first job."""
+        got = self.value_classes
+        if got is None:
+            return []
+        return [
+            n for n in self.names
+            if fit_in_decode(self.schemas[n], self.published[n], got.get(n, {}))
+        ]  # fmt: skip
 
     def check_events_unchanged(self) -> None:
         """The hour's events are read by several jobs, not copied first: an hour decoded again
@@ -430,7 +441,9 @@ class _HourMerge:
         columns whose values do not fit (`UNFIT`: a change set aside, counted with the others
         in one job, then left out: one pass over the events, where the check was one more)."""
         self.published = {n: published_types(self.cfg, n) for n in self.names}
-        self.flagged = flag_unfit(self.events, self.schemas, self.names, self.published)
+        self.checked_in_decode = self.fit_in_decode()
+        to_check = [n for n in self.names if n not in self.checked_in_decode]
+        self.flagged = flag_unfit(self.events, self.schemas, to_check, self.published)
         pending = [n for n in self.names if snapshot_pending(self.man, n)]
         copy_snapshot(self.cfg, pending)
         wm = load_watermark(self.cfg.snapshot_path) if self.cfg.snapshot_path else None

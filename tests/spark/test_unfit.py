@@ -15,6 +15,7 @@ from recon.config import PipelineConfig, load_config
 from recon.core.model import RawRecord
 from recon.decode.stage import decode_hour
 from recon.demo.demo import write_dump
+from recon.layout import read_json
 from recon.merge.result import MergeResult
 from recon.merge.stage import merge_hour
 from recon.publish.export import export_rows
@@ -69,6 +70,9 @@ def test_an_unfit_value_is_quarantined_and_the_key_keeps_its_previous_version(
     ]
     cfg, r = _decode_and_merge(spark, tmp_path, values, {"s.a": {"ddl": DDL}})
     t = r["tables"]["s.a"]
+    # values of no class that fits (`five`, `someday`; a zero date too): the events are checked
+    first = read_json(cfg.layout.merge_result(HOURS[0]))["tables"]["s.a"]
+    assert first["checked_in_decode"] is False and t["checked_in_decode"] is False
     assert t["skipped"]["uncastable"] == 2 and t["uncastable_columns"] == {"n": 2, "d": 1}
     assert "uncastable" not in t["published"] or not t["published"]["uncastable"]
     rows = {row["id"]: (row["n"], row["d"]) for row in export_rows(cfg, "s.a")}
