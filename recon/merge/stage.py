@@ -679,7 +679,10 @@ class _HourMerge:
         self, checks: dict[str, list[tuple[str, str]]]
     ) -> dict[str, list[tuple[str, str]]]:
         """The tables of `checks` whose written rows `bucket_stats` counts for values that do
-        not fit (`checks_needed`: not those whose every value is known to fit)."""
+        not fit (`checks_needed`: not those whose every value is known to fit). A schema change
+        rewrites the rows a table's state held before the hour, unchecked; a table's first hour
+        (its schema learned, no state before) holds none: its rows are the hour's changes, each
+        checked or vouched for by the decode's classes on its way in, with the same checks."""
         return {
             n: c
             for n, c in checks.items()
@@ -688,7 +691,7 @@ class _HourMerge:
                 self.man["tables"].get(n),
                 self.touched[n],
                 self.checks_digest[n],
-                self.schema_changed[n] or n in self.snapshot_for,
+                (self.schema_changed[n] and n in self.man["tables"]) or n in self.snapshot_for,
             )
         }
 

@@ -1186,3 +1186,11 @@ def test_written_rows_are_counted_for_values_that_do_not_fit_only_where_one_can_
     assert merge(6, [upsert(clean, 5)]) == ([], {})
     got = {r["id"]: r["n"] for r in export_rows(cfg, "s.a")}
     assert got == {1: 3, 2: 5, clean: 5, beside: 3}
+    # a table's first hour (its schema learned, no snapshot): its rows are all the hour's
+    # checked changes, so none is counted; a value that does not fit is set aside as ever
+    first = pipeline(tmp_path / "first", {"s.a": {"primary_key": ["id"]}})
+    bad = event(next(gtid), "s.a", "insert", None, {"id": beside, "n": "x"}, types)
+    write_hour(first, hour(0), [upsert(clean, 1), bad])
+    t = merge_hour(spark, first, hour(0), buckets=4)["tables"]["s.a"]
+    assert counted.pop() == [] and t["schema_changed"] and t["uncastable_columns"] == {"n": 1}
+    assert [r["id"] for r in export_rows(first, "s.a")] == [clean]
