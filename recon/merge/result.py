@@ -55,7 +55,7 @@ class TableMerge(TypedDict):
     (`recon.decode.premerge.prefold`): the merge folded the winners that stand for them, not them."""
     checked_in_decode: NotRequired[bool]
     """Whether the decode's classes of the hour's values showed them all to fit their columns
-    (`recon.merge.unfit.fit_in_decode`): the merge did not read its events to check them."""
+    (`recon.merge.unfit.fit_in_decode`): the merge cast none of them to check them."""
 
 
 class MergeResult(TypedDict):
