@@ -334,7 +334,7 @@ def chart(results: dict[str, Any], png: Path) -> None:
     fig.savefig(png, dpi=100)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="the speed benchmark (docs/performance.md)")
     ap.add_argument("--formats", default=",".join(KINDS))
     # 2M, not 500k (before session 62): a 400k-message step is a few seconds of work, which one
@@ -355,6 +355,12 @@ def main() -> None:
     ap.add_argument(
         "--small", default="1k", help="a small hour's messages, each format (empty: none)"
     )
+    ap.add_argument(
+        "--state-rows", default="1m,20m",
+        help="an hour of --state-changes updates merged into states of these two sizes "
+        "(benchmarks/merge_cost.py; empty: none)",
+    )  # fmt: skip
+    ap.add_argument("--state-changes", default="1m")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", default=str(ROOT / "var" / "bench"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -365,18 +371,24 @@ def main() -> None:
     ap.add_argument(
         "--report", metavar="JSON", help="print the table of saved results, run nothing"
     )
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if args.report:
         report(json.loads(Path(args.report).read_text()), Path(args.report).parent)
         return
     sizes = list(iter_sizes(args.sizes))
+    state_rows = list(iter_sizes(args.state_rows)) if args.state_rows else []
     fmts = [f.strip() for f in args.formats.split(",")]
     shapes = [x.strip() for x in args.shapes.split(",")]
     bad = [f for f in fmts if f not in KINDS] + [x for x in shapes if x not in HOUR_SHAPES]
-    if bad or len(sizes) != 2 or args.repeat < 1:
+    if bad or len(sizes) != 2 or args.repeat < 1 or len(state_rows) not in (0, 2):
         sys.exit(
             f"bench: --formats from {', '.join(KINDS)}; --shapes from {', '.join(HOUR_SHAPES)}; "
-            "--sizes two sizes like 100k,2m; --repeat 1 or more"
+            "--sizes two sizes like 100k,2m; --repeat 1 or more; --state-rows two sizes like "
+            "1m,20m, or empty for none"
         )
     results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -405,11 +417,36 @@ def main() -> None:
             counts["paths"] = run_paths(work, fmt, PATHS, args.repeat)
             results.setdefault("small", {})[fmt] = counts
             shutil.rmtree(work, ignore_errors=True)
+    if state_rows:
+        changes = next(iter_sizes(args.state_changes))
+        results["state"] = state_cost(state_rows, changes, Path(args.work))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     chart(results, out / "latest.png")
     report(results, out)
+
+
+STATE_TARGET = 1.5
+"""An hour into the larger state takes at most this many times its time into the smaller."""
+
+
+def state_cost(rows: list[int], changes: int, work: Path) -> dict[str, Any]:
+    """The same hour of `changes` updates merged into states of `rows` (two sizes), each in a
+    fresh process (`benchmarks.merge_cost`, 16 buckets, the default write mode; one process for
+    both would run the smaller cold and the larger on a warm JVM): each hour's seconds, and the
+    larger's against the smaller's."""
+    work.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for n in rows:
+        print(f"state: an hour of {changes:,} changes into {n:,} rows", flush=True)
+        out = work / f"state-cost-{n}.json"
+        argv = [sys.executable, "-m", "benchmarks.merge_cost", "--rows", str(n), "--changes",
+                str(changes), "--buckets", "16", "--work", str(work), "--json", str(out)]  # fmt: skip
+        subprocess.run(argv, check=True, cwd=ROOT)
+        runs.extend(json.loads(out.read_text()))
+    ratio = round(runs[1]["hour_s"] / max(runs[0]["hour_s"], 0.01), 2)
+    return {"changes": changes, "runs": runs, "ratio": ratio, "met": ratio <= STATE_TARGET}
 
 
 def report(results: dict[str, Any], out: Path) -> None:
@@ -438,6 +475,15 @@ def report(results: dict[str, Any], out: Path) -> None:
         print(
             f"{fmt} small hour ({small['messages']:,} messages): recon {p['recon']['seconds']:.1f} s, "
             f"naive {p['naive']['seconds']:.1f} s ({ratio:.2f}x), copy {p['copy']['seconds']:.1f} s"
+        )
+    if "state" in results:
+        st = results["state"]
+        small, big = st["runs"]
+        print(
+            f"state: an hour of {st['changes']:,} changes into {small['rows']:,} rows "
+            f"{small['hour_s']} s, into {big['rows']:,} rows {big['hour_s']} s: {st['ratio']}x "
+            f"(target <= {STATE_TARGET}x: {'met' if st['met'] else 'NOT met'}; JVM peak "
+            f"{big['jvm_peak_mb']:,} MB)"
         )
     print(f"\nresults: {out / 'latest.json'}, chart: {out / 'latest.png'}")
     if not ok:
