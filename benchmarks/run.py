@@ -445,6 +445,12 @@ def state_cost(rows: list[int], changes: int, work: Path) -> dict[str, Any]:
                 str(changes), "--buckets", "16", "--work", str(work), "--json", str(out)]  # fmt: skip
         subprocess.run(argv, check=True, cwd=ROOT)
         runs.extend(json.loads(out.read_text()))
+    return state_summary(runs, changes)
+
+
+def state_summary(runs: list[dict[str, Any]], changes: int) -> dict[str, Any]:
+    """`merge_cost`'s two runs (smaller state first) judged: the larger hour's time against the
+    smaller's, and whether it meets `STATE_TARGET`."""
     ratio = round(runs[1]["hour_s"] / max(runs[0]["hour_s"], 0.01), 2)
     return {"changes": changes, "runs": runs, "ratio": ratio, "met": ratio <= STATE_TARGET}
 

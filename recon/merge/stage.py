@@ -203,8 +203,8 @@ class _HourMerge:
     value_classes: dict[str, dict[str, Counter[str]]] | None = None
     """Per table and column, the decode's classes of its checked values (None: not counted)."""
     checked_in_decode: list[str] = field(default_factory=list)
-    """The tables whose values the decode's classes show to fit (`fit_in_decode`): their
-    events are not read to check them."""
+    """The tables whose values the decode's classes show to fit (`fit_in_decode`): none of
+    their values is cast to check it."""
     schemas: dict[str, TableSchema] = field(init=False)
     schema_changed: dict[str, bool] = field(init=False)
     skipped_wm: dict[str, int] = field(default_factory=dict)
@@ -397,7 +397,7 @@ class _HourMerge:
 
     def fit_in_decode(self) -> list[str]:
         """The tables whose hour's values the decode's classes show to fit their columns
-        (`recon.merge.unfit.fit_in_decode`): their events are not read to check them, as the
+        (`recon.merge.unfit.fit_in_decode`): none of their values is cast to check it, as the
         cast of every typed value of an hour whose keys change once (no winners) was a tenth
         of the merge's first job."""
         got = self.value_classes
